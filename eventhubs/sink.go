@@ -1,0 +1,209 @@
+// Package eventhubs adapts the Azure Event Hubs SDK (azeventhubs v2) to the
+// mirror: a [Sink] publishes batches through one ProducerClient per event
+// hub, authenticated by connection string or by Microsoft Entra ID.
+package eventhubs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// Options configure a [Sink]. Set either ConnectionString, or
+// FullyQualifiedNamespace and Credential.
+type Options struct {
+	// ConnectionString is a namespace connection string (it must not carry
+	// an EntityPath; the sink opens one producer per hub).
+	ConnectionString string
+	// FullyQualifiedNamespace is the namespace host, e.g.
+	// "myns.servicebus.windows.net", used with Credential.
+	FullyQualifiedNamespace string
+	// Credential authenticates with Microsoft Entra ID (for example a
+	// managed identity from azidentity).
+	Credential azcore.TokenCredential
+	// Retry configures the SDK's own retries of each operation. The mirror
+	// retries on top of them until its drain deadline, so the defaults here
+	// are short: 2 retries, 200 ms first delay, 2 s maximum delay.
+	Retry azeventhubs.RetryOptions
+	// HubInfoTTL is how long hub properties (partition ids) are cached.
+	// Default 5 minutes.
+	HubInfoTTL time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Sink publishes to an Event Hubs namespace. It implements [mirror.Sink] and
+// is safe for concurrent use. Producers are created once per hub and reused
+// across drains; the SDK reconnects them when the service closes idle
+// connections.
+type Sink struct {
+	opts Options
+
+	mu        sync.Mutex
+	producers map[string]*azeventhubs.ProducerClient
+	hubs      map[string]cachedHub
+}
+
+type cachedHub struct {
+	hub     mirror.Hub
+	fetched time.Time
+}
+
+var _ mirror.Sink = (*Sink)(nil)
+
+// NewSink checks opts and returns a sink. It does no network I/O.
+func NewSink(opts Options) (*Sink, error) {
+	switch {
+	case opts.ConnectionString != "" && opts.FullyQualifiedNamespace != "":
+		return nil, errors.New("eventhubs: set a connection string or a namespace with a credential, not both")
+	case opts.ConnectionString == "" && opts.FullyQualifiedNamespace == "":
+		return nil, errors.New("eventhubs: no connection string and no namespace")
+	case opts.FullyQualifiedNamespace != "" && opts.Credential == nil:
+		return nil, errors.New("eventhubs: a namespace needs a credential")
+	}
+	if opts.ConnectionString != "" {
+		props, err := azeventhubs.ParseConnectionString(opts.ConnectionString)
+		if err != nil {
+			// The SDK's message may quote the string; never echo secrets.
+			return nil, errors.New("eventhubs: connection string is malformed: want Endpoint=sb://HOST/;SharedAccessKeyName=NAME;SharedAccessKey=KEY")
+		}
+		if props.EntityPath != nil {
+			return nil, fmt.Errorf("eventhubs: connection string names the event hub %q (EntityPath); use a namespace-level connection string", *props.EntityPath)
+		}
+	}
+	if opts.Retry == (azeventhubs.RetryOptions{}) {
+		opts.Retry = azeventhubs.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second}
+	}
+	if opts.HubInfoTTL <= 0 {
+		opts.HubInfoTTL = 5 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Sink{opts: opts, producers: make(map[string]*azeventhubs.ProducerClient), hubs: make(map[string]cachedHub)}, nil
+}
+
+// producer returns the cached producer of hub, creating it on first use.
+func (s *Sink) producer(hub string) (*azeventhubs.ProducerClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.producers[hub]; ok {
+		return p, nil
+	}
+	opts := &azeventhubs.ProducerClientOptions{ApplicationID: "ehmirror", RetryOptions: s.opts.Retry}
+	var p *azeventhubs.ProducerClient
+	var err error
+	if s.opts.ConnectionString != "" {
+		p, err = azeventhubs.NewProducerClientFromConnectionString(s.opts.ConnectionString, hub, opts)
+	} else {
+		p, err = azeventhubs.NewProducerClient(s.opts.FullyQualifiedNamespace, hub, s.opts.Credential, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("eventhubs: producer for %q: %w", hub, err)
+	}
+	s.producers[hub] = p
+	return p, nil
+}
+
+// Hub returns the hub's partition ids, cached for HubInfoTTL.
+func (s *Sink) Hub(ctx context.Context, name string) (mirror.Hub, error) {
+	s.mu.Lock()
+	c, ok := s.hubs[name]
+	s.mu.Unlock()
+	if ok && time.Since(c.fetched) < s.opts.HubInfoTTL {
+		return c.hub, nil
+	}
+	p, err := s.producer(name)
+	if err != nil {
+		return mirror.Hub{}, err
+	}
+	props, err := p.GetEventHubProperties(ctx, nil)
+	if err != nil {
+		return mirror.Hub{}, fmt.Errorf("eventhubs: reading properties of %q: %w", name, classify(err))
+	}
+	hub := mirror.Hub{Name: name, PartitionIDs: props.PartitionIDs}
+	s.mu.Lock()
+	s.hubs[name] = cachedHub{hub: hub, fetched: time.Now()}
+	s.mu.Unlock()
+	return hub, nil
+}
+
+// NewBatch starts a batch for one partition of hub.
+func (s *Sink) NewBatch(ctx context.Context, hub, partitionID string) (mirror.Batch, error) {
+	p, err := s.producer(hub)
+	if err != nil {
+		return nil, err
+	}
+	b, err := p.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &partitionID})
+	if err != nil {
+		return nil, fmt.Errorf("eventhubs: new batch for %q partition %s: %w", hub, partitionID, classify(err))
+	}
+	return &batch{hub: hub, partitionID: partitionID, b: b}, nil
+}
+
+// Send publishes a batch made by NewBatch.
+func (s *Sink) Send(ctx context.Context, mb mirror.Batch) error {
+	b, ok := mb.(*batch)
+	if !ok {
+		return fmt.Errorf("eventhubs: batch of type %T was not made by this sink", mb)
+	}
+	p, err := s.producer(b.hub)
+	if err != nil {
+		return err
+	}
+	if err := p.SendEventDataBatch(ctx, b.b, nil); err != nil {
+		return fmt.Errorf("eventhubs: sending %d events to %q partition %s: %w", b.b.NumEvents(), b.hub, b.partitionID, classify(err))
+	}
+	return nil
+}
+
+// Close closes every producer.
+func (s *Sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	producers := s.producers
+	s.producers = make(map[string]*azeventhubs.ProducerClient)
+	s.mu.Unlock()
+	var errs []error
+	for hub, p := range producers {
+		if err := p.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("eventhubs: closing producer for %q: %w", hub, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// batch adapts an EventDataBatch to mirror.Batch.
+type batch struct {
+	hub, partitionID string
+	b                *azeventhubs.EventDataBatch
+}
+
+// Add appends an event; see mirror.Batch.
+func (b *batch) Add(e *mirror.Event) error {
+	id := e.MessageID
+	ed := &azeventhubs.EventData{Body: e.Body, Properties: e.Properties, MessageID: &id}
+	err := b.b.AddEventData(ed, nil)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, azeventhubs.ErrEventDataTooLarge) && b.b.NumEvents() == 0:
+		return fmt.Errorf("%w: the event alone exceeds the hub's maximum publication size", mirror.ErrEventTooLarge)
+	case errors.Is(err, azeventhubs.ErrEventDataTooLarge):
+		return mirror.ErrBatchFull
+	}
+	return fmt.Errorf("eventhubs: adding event %s: %w", e.MessageID, err)
+}
+
+// Len is the number of events in the batch.
+func (b *batch) Len() int { return int(b.b.NumEvents()) }
+
+// Bytes is the encoded size of the batch.
+func (b *batch) Bytes() int { return int(b.b.NumBytes()) }

@@ -1,0 +1,550 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// eventOverhead approximates the bytes an event adds to its record's key and
+// value: properties, message id and AMQP framing. It only sizes the
+// in-flight memory bound.
+const eventOverhead = 256
+
+// Drain copies records from the consumer group's committed offsets into
+// Event Hubs until every owned partition is caught up or a limit is reached,
+// commits exactly what Event Hubs acknowledged, and reports what it did.
+//
+// run names the drain in reports and logs. The returned error is non-nil only
+// when the drain could not start (Kafka unreachable, no group membership);
+// failures of single topics and partitions are in the report.
+func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, error) {
+	start := time.Now()
+	rep := &Report{Run: run, Started: start}
+	defer func() { rep.Duration = time.Since(start) }()
+
+	maxDuration := lim.MaxDuration
+	if maxDuration <= 0 {
+		maxDuration = time.Minute
+	}
+	deadline := start.Add(maxDuration)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	// Keep a margin so that the final commit happens inside the deadline.
+	margin := min(max(time.Until(deadline)/10, 100*time.Millisecond), 5*time.Second)
+	workCtx, cancelWork := context.WithDeadline(ctx, deadline.Add(-margin))
+	defer cancelWork()
+
+	topics, err := m.selectTopics(workCtx, lim.Topics)
+	if err != nil {
+		rep.Stopped = StopFailed
+		return rep, err
+	}
+	hubs, names := m.resolveHubs(workCtx, topics, rep)
+	if len(names) == 0 {
+		rep.Stopped = StopNothingToDo
+		return rep, nil
+	}
+
+	claim, err := m.source.Claim(workCtx, names)
+	if err != nil {
+		rep.Stopped = StopFailed
+		return rep, fmt.Errorf("joining consumer group: %w", err)
+	}
+	defer func() {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := claim.Release(releaseCtx); err != nil {
+			m.opts.Logger.WarnContext(ctx, "leaving consumer group", "run", run, "err", err)
+		}
+	}()
+
+	assigned := claim.Assigned()
+	tps := make([]TopicPartition, 0, len(assigned))
+	for tp := range assigned {
+		tps = append(tps, tp)
+	}
+	sortTopicPartitions(tps)
+	got, busy := m.hold(run, tps)
+	defer m.release(got)
+	for _, tp := range busy {
+		rep.Partitions = append(rep.Partitions, PartitionReport{
+			Topic: tp.Topic, Partition: tp.Partition, Hub: m.router.Hub(tp.Topic),
+			FirstOffset: -1, LastOffset: -1, Committed: assigned[tp], Busy: true,
+		})
+	}
+	if len(got) == 0 {
+		rep.Stopped = StopNothingToDo
+		return rep, nil
+	}
+
+	d := &drain{
+		m:         m,
+		name:      run,
+		lim:       lim,
+		claim:     claim,
+		hubs:      hubs,
+		inflight:  semaphore.NewWeighted(m.opts.InFlightBytes),
+		states:    make(map[TopicPartition]*partitionState, len(got)),
+		senders:   make(map[string][]*sender),
+		rep:       rep,
+		logger:    m.opts.Logger.With("run", run),
+		stoppedCh: make(chan struct{}),
+	}
+	if err := d.prepare(workCtx, got, assigned); err != nil {
+		rep.Stopped = StopFailed
+		return rep, err
+	}
+	d.run(ctx, workCtx, margin)
+	return rep, nil
+}
+
+// resolveHubs routes each topic to its hub and checks that the hub exists.
+// Topics whose hub cannot be used are reported and left out of the drain, so
+// they are neither read nor committed and the other topics go on.
+func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (map[string]Hub, []string) {
+	hubs := make(map[string]Hub)
+	failed := make(map[string]error)
+	var names []string
+	for _, t := range topics {
+		name := m.router.Hub(t.Name)
+		if err, ok := failed[name]; ok {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
+			continue
+		}
+		if _, ok := hubs[name]; !ok {
+			hub, err := m.sink.Hub(ctx, name)
+			if err == nil && len(hub.PartitionIDs) == 0 {
+				err = errors.New("event hub reports no partitions")
+			}
+			if err != nil {
+				if errors.Is(err, ErrHubNotFound) {
+					err = fmt.Errorf("event hub %q does not exist: create it or add a route (MIRROR_ROUTES); topic not mirrored and not committed", name)
+				}
+				failed[name] = err
+				rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
+				continue
+			}
+			hubs[name] = hub
+		}
+		names = append(names, t.Name)
+	}
+	return hubs, names
+}
+
+// drain is the state of one running drain.
+type drain struct {
+	m       *Mirror
+	name    string
+	lim     Limits
+	claim   Claim
+	hubs    map[string]Hub
+	states  map[TopicPartition]*partitionState
+	order   []*partitionState
+	senders map[string][]*sender // hub -> one sender per hub partition
+	parts   map[string]*partitioner
+	rep     *Report
+	logger  *slog.Logger
+
+	inflight *semaphore.Weighted
+	records  atomic.Int64 // records handed to senders
+	bytes    atomic.Int64
+
+	commitMu sync.Mutex
+
+	stopOnce  sync.Once
+	stopped   string
+	stoppedCh chan struct{}
+}
+
+// stop ends reading for the whole drain; the first reason wins.
+func (d *drain) stop(reason string) {
+	d.stopOnce.Do(func() {
+		d.stopped = reason
+		close(d.stoppedCh)
+	})
+}
+
+func (d *drain) isStopped() bool {
+	select {
+	case <-d.stoppedCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// prepare decides where each partition starts, applying the start-offset and
+// gap policies.
+func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64) error {
+	wms, err := d.m.source.Watermarks(ctx, got)
+	if err != nil {
+		return fmt.Errorf("reading Kafka watermarks: %w", err)
+	}
+	d.parts = make(map[string]*partitioner)
+	for _, tp := range got {
+		hubName := d.m.router.Hub(tp.Topic)
+		hub := d.hubs[hubName]
+		if d.senders[hubName] == nil {
+			d.parts[hubName] = &partitioner{strategy: d.m.opts.Partitioning, n: len(hub.PartitionIDs)}
+			ss := make([]*sender, len(hub.PartitionIDs))
+			for i, id := range hub.PartitionIDs {
+				ss[i] = &sender{d: d, hub: hubName, partitionID: id, in: make(chan *item, 1024)}
+			}
+			d.senders[hubName] = ss
+		}
+		committed := assigned[tp]
+		ps := newPartitionState(tp, hubName, committed)
+		d.states[tp] = ps
+		d.order = append(d.order, ps)
+		wm, ok := wms[tp]
+		if !ok {
+			ps.begin(max(committed, 0), max(committed, 0))
+			ps.fail(fmt.Errorf("no watermarks for %s", tp))
+			continue
+		}
+		d.begin(ps, committed, wm)
+	}
+	return nil
+}
+
+// begin applies the start-offset and gap policies to one partition.
+func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
+	policy := d.m.opts.GapPolicy
+	switch {
+	case committed == NoOffset && d.m.opts.StartOffset == StartLatest:
+		ps.begin(wm.End, wm.End)
+	case committed == NoOffset:
+		ps.begin(wm.Start, wm.End)
+	case committed < wm.Start:
+		gap := wm.Start - committed
+		ps.gap = gap
+		if policy == GapFail {
+			ps.begin(committed, wm.End)
+			ps.lagBefore = wm.End - committed
+			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", gap, committed, wm.Start-1))
+			return
+		}
+		d.logger.WarnContext(context.Background(), "records lost to retention before they were mirrored; resuming at the earliest record",
+			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "gap", gap, "committed", committed, "log_start", wm.Start)
+		ps.begin(wm.Start, wm.End)
+	case committed > wm.End:
+		if policy == GapFail {
+			ps.begin(committed, wm.End)
+			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d)", committed, wm.End, wm.Start))
+			return
+		}
+		d.logger.WarnContext(context.Background(), "committed offset beyond the log end; restarting at the earliest record",
+			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "committed", committed, "log_start", wm.Start, "log_end", wm.End)
+		ps.begin(wm.Start, wm.End)
+	default:
+		ps.begin(committed, wm.End)
+	}
+}
+
+// run reads, publishes and commits until the drain ends, then fills the report.
+func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
+	readCtx, cancelRead := context.WithCancel(workCtx)
+	defer cancelRead()
+	go func() {
+		select {
+		case <-d.claim.Lost():
+			d.stop(StopRebalanced)
+		case <-d.stoppedCh:
+		case <-readCtx.Done():
+		}
+		cancelRead()
+	}()
+
+	var senders sync.WaitGroup
+	for _, ss := range d.senders {
+		for _, s := range ss {
+			senders.Add(1)
+			go func() {
+				defer senders.Done()
+				s.run(workCtx)
+			}()
+		}
+	}
+
+	committerDone := make(chan struct{})
+	commitCtx, stopCommitter := context.WithCancel(workCtx)
+	go func() {
+		defer close(committerDone)
+		t := time.NewTicker(d.m.opts.CommitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-commitCtx.Done():
+				return
+			case <-t.C:
+				d.commit(commitCtx)
+			}
+		}
+	}()
+
+	var readers sync.WaitGroup
+	for _, ps := range d.order {
+		if ps.isFailed() {
+			continue
+		}
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			d.read(readCtx, ps)
+		}()
+	}
+	readers.Wait()
+	for _, ss := range d.senders {
+		for _, s := range ss {
+			close(s.in)
+		}
+	}
+	senders.Wait()
+	stopCommitter()
+	<-committerDone
+
+	if !d.isStopped() {
+		switch {
+		case ctx.Err() != nil:
+			d.stop(StopCanceled)
+		case workCtx.Err() != nil:
+			d.stop(StopMaxDuration)
+		default:
+			d.stop(StopCaughtUp)
+		}
+	}
+
+	// The final commit gets its own short deadline, even when ctx was
+	// canceled: what Event Hubs acknowledged must be committed.
+	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(margin, time.Second))
+	defer cancel()
+	if err := d.commit(finalCtx); err != nil {
+		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final commit: %v (acknowledged records will be mirrored again)", err))
+	}
+	d.report(finalCtx)
+}
+
+// read fetches one partition and hands its records to the senders.
+func (d *drain) read(ctx context.Context, ps *partitionState) {
+	offset := ps.start
+	ps.mu.Lock()
+	end := ps.end
+	ps.mu.Unlock()
+	backoff := d.m.opts.RetryBackoff
+	for offset >= 0 && !ps.isFailed() && ctx.Err() == nil {
+		if offset >= end {
+			return // caught up
+		}
+		f, err := d.m.source.Fetch(ctx, ps.tp, offset, d.m.opts.FetchBytes)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, ErrOffsetOutOfRange) {
+				if offset = d.outOfRange(ctx, ps, offset); offset < 0 {
+					return
+				}
+				continue
+			}
+			d.logger.WarnContext(ctx, "kafka fetch failed; retrying", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "offset", offset, "err", err)
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(backoff*2, d.m.opts.MaxRetryBackoff)
+			continue
+		}
+		backoff = d.m.opts.RetryBackoff
+		end = f.Watermarks.End
+		ps.setEnd(end)
+		for i := range f.Records {
+			r := &f.Records[i]
+			if !d.handOver(ctx, ps, r) {
+				return
+			}
+		}
+		ps.advance(f.Next)
+		if f.Next > offset {
+			offset = f.Next
+		} else if len(f.Records) == 0 {
+			// Nothing returned and no progress: the partition is at its
+			// stable end for now.
+			return
+		}
+	}
+}
+
+// outOfRange handles a fetch outside the log, which happens when retention
+// removes records while the drain reads them. It returns the offset to go on
+// from, or -1 to stop the partition.
+func (d *drain) outOfRange(ctx context.Context, ps *partitionState, offset int64) int64 {
+	wms, err := d.m.source.Watermarks(ctx, []TopicPartition{ps.tp})
+	wm, ok := wms[ps.tp]
+	if err != nil || !ok {
+		ps.fail(fmt.Errorf("offset %d out of range and watermarks unavailable: %v", offset, err))
+		return -1
+	}
+	ps.setEnd(wm.End)
+	if offset >= wm.Start && offset <= wm.End {
+		return offset // transient; try again
+	}
+	if offset > wm.End || d.m.opts.GapPolicy == GapFail {
+		if offset < wm.Start {
+			ps.mu.Lock()
+			ps.gap += wm.Start - offset
+			ps.mu.Unlock()
+			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced past them", wm.Start-offset, offset, wm.Start-1))
+		} else {
+			ps.fail(fmt.Errorf("offset %d is beyond the log end %d (topic recreated or truncated)", offset, wm.End))
+		}
+		return -1
+	}
+	ps.mu.Lock()
+	ps.gap += wm.Start - offset
+	ps.mu.Unlock()
+	ps.advance(wm.Start)
+	return wm.Start
+}
+
+// handOver charges the drain's bounds for r and queues its event for the
+// sender of its hub partition. It returns false when the partition must stop
+// reading.
+func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
+	if d.isStopped() || ps.isFailed() {
+		return false
+	}
+	size := int64(len(r.Value))
+	if d.lim.MaxRecords > 0 && d.records.Add(1) > d.lim.MaxRecords {
+		d.stop(StopMaxRecords)
+		return false
+	}
+	if d.lim.MaxBytes > 0 && d.bytes.Add(size) > d.lim.MaxBytes {
+		d.stop(StopMaxBytes)
+		return false
+	}
+	ev := EventFor(r)
+	weight := min(size+int64(len(r.Key))+eventOverhead, d.m.opts.InFlightBytes)
+	if err := d.inflight.Acquire(ctx, weight); err != nil {
+		return false
+	}
+	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev}
+	ps.add(r.Offset)
+	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
+	select {
+	case s.in <- it:
+		return true
+	case <-ctx.Done():
+		// Never handed over: it stays pending, so nothing past it commits.
+		d.inflight.Release(weight)
+		return false
+	}
+}
+
+// commit commits every partition whose commit point advanced.
+func (d *drain) commit(ctx context.Context) error {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	offsets := make(map[TopicPartition]int64)
+	for _, ps := range d.order {
+		if p := ps.commitPoint(); p > ps.lastCommitted() {
+			offsets[ps.tp] = p
+		}
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	if err := d.claim.Commit(ctx, offsets); err != nil {
+		return fmt.Errorf("committing offsets: %w", err)
+	}
+	for tp, off := range offsets {
+		d.states[tp].committedAt(off)
+	}
+	return nil
+}
+
+// report fills the drain's report.
+func (d *drain) report(ctx context.Context) {
+	tps := make([]TopicPartition, 0, len(d.order))
+	for _, ps := range d.order {
+		tps = append(tps, ps.tp)
+	}
+	wms, err := d.m.source.Watermarks(ctx, tps)
+	if err != nil {
+		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
+	}
+	d.rep.Stopped = d.stopped
+	caughtUp := true
+	for _, ps := range d.order {
+		ps.mu.Lock()
+		end := ps.end
+		if wm, ok := wms[ps.tp]; ok {
+			end = wm.End
+		}
+		pr := PartitionReport{
+			Topic: ps.tp.Topic, Partition: ps.tp.Partition, Hub: ps.hub,
+			Records: ps.records, Bytes: ps.bytes,
+			FirstOffset: ps.first, LastOffset: ps.last,
+			Committed: ps.committed,
+			LagBefore: ps.lagBefore,
+			Gap:       ps.gap,
+		}
+		if len(ps.skipped) > 0 {
+			pr.SkippedOffsets = append([]int64(nil), ps.skipped...)
+		}
+		from := ps.committed
+		if from == NoOffset {
+			from = ps.start
+		}
+		pr.LagAfter = max(end-from, 0)
+		if ps.err != nil {
+			pr.Error = ps.err.Error()
+		}
+		ps.mu.Unlock()
+		if pr.LagAfter > 0 {
+			caughtUp = false
+		}
+		d.rep.Records += pr.Records
+		d.rep.Bytes += pr.Bytes
+		d.rep.Skipped += int64(len(pr.SkippedOffsets))
+		d.rep.LagAfter += pr.LagAfter
+		d.rep.Partitions = append(d.rep.Partitions, pr)
+	}
+	if d.rep.Stopped == StopCaughtUp && !caughtUp {
+		// Readers ended at the end they saw, but failed partitions or new
+		// records left lag behind.
+		if d.rep.Failed() {
+			d.rep.Stopped = StopFailed
+		}
+	}
+	sortReports(d.rep.Partitions)
+}
+
+func sortReports(prs []PartitionReport) {
+	slices.SortFunc(prs, func(a, b PartitionReport) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+}
+
+// sleep waits for d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,80 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PartitionLag is how far the consumer group is behind on one partition.
+type PartitionLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Hub       string `json:"hub"`
+	// Committed is the group's committed offset, NoOffset when none.
+	Committed int64 `json:"committed"`
+	// Start and End are the partition's log start and end offsets.
+	Start int64 `json:"log_start"`
+	End   int64 `json:"log_end"`
+	// Lag counts the records between the committed offset (or, with no
+	// commit, the configured start) and the end.
+	Lag int64 `json:"lag"`
+	// Gap counts records removed by retention below the committed offset's
+	// position that were never mirrored.
+	Gap int64 `json:"gap,omitempty"`
+}
+
+// LagReport is the group's lag over every mirrored partition.
+type LagReport struct {
+	Time       time.Time      `json:"time"`
+	Total      int64          `json:"total"`
+	Partitions []PartitionLag `json:"partitions"`
+}
+
+// Lag reports, for every partition of the mirrored topics (narrowed by
+// narrow when set), the committed offset, the log end and the lag: the same
+// figures `kafka-consumer-groups.sh --describe` shows for the group.
+func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, error) {
+	topics, err := m.selectTopics(ctx, narrow)
+	if err != nil {
+		return nil, err
+	}
+	var tps []TopicPartition
+	for _, t := range topics {
+		for p := range t.Partitions {
+			tps = append(tps, TopicPartition{Topic: t.Name, Partition: int32(p)})
+		}
+	}
+	rep := &LagReport{Time: time.Now(), Partitions: []PartitionLag{}}
+	if len(tps) == 0 {
+		return rep, nil
+	}
+	wms, err := m.source.Watermarks(ctx, tps)
+	if err != nil {
+		return nil, fmt.Errorf("reading Kafka watermarks: %w", err)
+	}
+	committed, err := m.source.Committed(ctx, tps)
+	if err != nil {
+		return nil, fmt.Errorf("reading committed offsets: %w", err)
+	}
+	for _, tp := range tps {
+		wm := wms[tp]
+		c, ok := committed[tp]
+		if !ok {
+			c = NoOffset
+		}
+		pl := PartitionLag{Topic: tp.Topic, Partition: tp.Partition, Hub: m.router.Hub(tp.Topic), Committed: c, Start: wm.Start, End: wm.End}
+		switch {
+		case c == NoOffset && m.opts.StartOffset == StartLatest:
+			pl.Lag = 0
+		case c == NoOffset:
+			pl.Lag = wm.End - wm.Start
+		default:
+			pl.Lag = max(wm.End-c, 0)
+			pl.Gap = max(wm.Start-c, 0)
+		}
+		rep.Total += pl.Lag
+		rep.Partitions = append(rep.Partitions, pl)
+	}
+	return rep, nil
+}

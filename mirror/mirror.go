@@ -1,0 +1,104 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Mirror copies records from Kafka into Event Hubs in bounded drains. It is
+// safe for concurrent use: drains running at the same time in one process
+// never work on the same partition (a partition held by one drain is
+// reported busy by the other), and across processes the consumer group's
+// fencing keeps committed offsets from moving backwards.
+type Mirror struct {
+	source Source
+	sink   Sink
+	opts   Options
+	router *Router
+
+	mu   sync.Mutex
+	held map[TopicPartition]string // partition -> name of the drain holding it
+}
+
+// New returns a Mirror reading from source and publishing to sink.
+func New(source Source, sink Sink, opts Options) (*Mirror, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("mirror options: %w", err)
+	}
+	return &Mirror{
+		source: source,
+		sink:   sink,
+		opts:   opts,
+		router: NewRouter(opts.Routes),
+		held:   make(map[TopicPartition]string),
+	}, nil
+}
+
+// Options returns the options in effect, defaults filled in.
+func (m *Mirror) Options() Options { return m.opts }
+
+// HubFor returns the event hub that topic is mirrored into.
+func (m *Mirror) HubFor(topic string) string { return m.router.Hub(topic) }
+
+// hold marks partitions as drained by run and returns those it got; the
+// others are held by another drain of this process.
+func (m *Mirror) hold(run string, tps []TopicPartition) (got, busy []TopicPartition) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, tp := range tps {
+		if _, ok := m.held[tp]; ok {
+			busy = append(busy, tp)
+			continue
+		}
+		m.held[tp] = run
+		got = append(got, tp)
+	}
+	return got, busy
+}
+
+func (m *Mirror) release(tps []TopicPartition) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, tp := range tps {
+		delete(m.held, tp)
+	}
+}
+
+// selectTopics lists the topics to mirror now, with their partition counts.
+func (m *Mirror) selectTopics(ctx context.Context, narrow *TopicFilter) ([]Topic, error) {
+	all, err := m.source.Topics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing Kafka topics: %w", err)
+	}
+	var selected []Topic
+	for _, t := range all {
+		if m.opts.Topics.Match(t.Name) && (narrow == nil || narrow.Match(t.Name)) {
+			selected = append(selected, t)
+		}
+	}
+	slices.SortFunc(selected, func(a, b Topic) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return selected, nil
+}
+
+func sortTopicPartitions(tps []TopicPartition) {
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+}

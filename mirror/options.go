@@ -1,0 +1,133 @@
+package mirror
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// StartOffset says where a partition starts when its group has committed nothing.
+type StartOffset string
+
+// Start offsets.
+const (
+	StartEarliest StartOffset = "earliest"
+	StartLatest   StartOffset = "latest"
+)
+
+// GapPolicy says what a drain does when records it never mirrored were
+// removed by Kafka retention (the committed offset is below the log start),
+// or when the committed offset lies beyond the log end (the topic was deleted
+// and recreated, or truncated).
+type GapPolicy string
+
+// Gap policies.
+const (
+	// GapFail reports the gap and leaves the partition where it is, so an
+	// operator decides. The default.
+	GapFail GapPolicy = "fail"
+	// GapResumeEarliest reports the gap, counts the records lost, and goes on
+	// from the earliest record still stored.
+	GapResumeEarliest GapPolicy = "resume-earliest"
+)
+
+// OversizePolicy says what a drain does with a record whose event is larger
+// than the hub's maximum message size.
+type OversizePolicy string
+
+// Oversize policies.
+const (
+	// OversizeFail stops the record's partition before it; nothing is
+	// committed past it and the report names it. The default.
+	OversizeFail OversizePolicy = "fail"
+	// OversizeSkip leaves the record out, counts it in the report and logs
+	// its coordinates.
+	OversizeSkip OversizePolicy = "skip"
+)
+
+// Options configure a [Mirror]. The zero value of each field selects the
+// documented default.
+type Options struct {
+	// Topics selects the topics to mirror. Default: every non-internal topic.
+	Topics TopicFilter
+	// Routes rename topics into hubs; default: the hub named like the topic.
+	Routes []Route
+	// Partitioning defaults to PartitionByHash.
+	Partitioning Partitioning
+	// StartOffset defaults to StartEarliest.
+	StartOffset StartOffset
+	// GapPolicy defaults to GapFail.
+	GapPolicy GapPolicy
+	// OversizePolicy defaults to OversizeFail.
+	OversizePolicy OversizePolicy
+	// FetchBytes bounds one Kafka fetch. Default 1 MiB.
+	FetchBytes int
+	// InFlightBytes bounds the record bytes read but not yet acknowledged by
+	// Event Hubs, and with it the drain's memory. Default 64 MiB.
+	InFlightBytes int64
+	// CommitInterval is how often a drain commits acknowledged offsets while
+	// it runs (it always commits at the end). Default 1 s.
+	CommitInterval time.Duration
+	// RetryBackoff is the first pause before a transient error is retried;
+	// it doubles up to MaxRetryBackoff. Defaults 100 ms and 5 s.
+	RetryBackoff, MaxRetryBackoff time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	var err error
+	if o.Partitioning, err = ParsePartitioning(string(o.Partitioning)); err != nil {
+		return o, err
+	}
+	switch o.StartOffset {
+	case "":
+		o.StartOffset = StartEarliest
+	case StartEarliest, StartLatest:
+	default:
+		return o, fmt.Errorf("start offset %q: want earliest or latest", o.StartOffset)
+	}
+	switch o.GapPolicy {
+	case "":
+		o.GapPolicy = GapFail
+	case GapFail, GapResumeEarliest:
+	default:
+		return o, fmt.Errorf("gap policy %q: want fail or resume-earliest", o.GapPolicy)
+	}
+	switch o.OversizePolicy {
+	case "":
+		o.OversizePolicy = OversizeFail
+	case OversizeFail, OversizeSkip:
+	default:
+		return o, fmt.Errorf("oversize policy %q: want fail or skip", o.OversizePolicy)
+	}
+	if o.FetchBytes <= 0 {
+		o.FetchBytes = 1 << 20
+	}
+	if o.InFlightBytes <= 0 {
+		o.InFlightBytes = 64 << 20
+	}
+	if o.CommitInterval <= 0 {
+		o.CommitInterval = time.Second
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 100 * time.Millisecond
+	}
+	if o.MaxRetryBackoff <= 0 {
+		o.MaxRetryBackoff = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Limits bound one drain. A zero field means no bound, except MaxDuration,
+// which defaults to one minute.
+type Limits struct {
+	MaxRecords  int64
+	MaxBytes    int64
+	MaxDuration time.Duration
+	// Topics, when set, narrows the mirrored topics for this drain.
+	Topics *TopicFilter
+}

@@ -1,0 +1,162 @@
+package mirror
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Why a drain stopped.
+const (
+	StopCaughtUp    = "caught up"
+	StopMaxRecords  = "max records"
+	StopMaxBytes    = "max bytes"
+	StopMaxDuration = "max duration"
+	StopRebalanced  = "group rebalanced"
+	StopCanceled    = "canceled"
+	StopFailed      = "failed"
+	StopNothingToDo = "no partitions"
+)
+
+// Report is what one drain did.
+type Report struct {
+	// Run names who drained, e.g. "timer" or "catch-up 3f2a".
+	Run      string        `json:"run"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration_ns"`
+	// Records and Bytes count records (and their value bytes) that Event
+	// Hubs acknowledged.
+	Records int64 `json:"records"`
+	Bytes   int64 `json:"bytes"`
+	// Skipped counts oversized records left out under the skip policy.
+	Skipped int64 `json:"skipped"`
+	// LagAfter is the sum of the partitions' lag after the drain.
+	LagAfter int64 `json:"lag_after"`
+	// Stopped says why the drain ended.
+	Stopped string `json:"stopped"`
+	// Errors are problems that are not tied to one partition, and topics
+	// that could not be mirrored at all (for example their hub is missing).
+	Errors     []string          `json:"errors,omitempty"`
+	Partitions []PartitionReport `json:"partitions"`
+}
+
+// PartitionReport is what one drain did to one Kafka partition.
+type PartitionReport struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Hub       string `json:"hub"`
+	Records   int64  `json:"records"`
+	Bytes     int64  `json:"bytes"`
+	// FirstOffset and LastOffset are the lowest and highest offsets
+	// mirrored; -1 when none.
+	FirstOffset int64 `json:"first_offset"`
+	LastOffset  int64 `json:"last_offset"`
+	// Committed is the group's offset after the drain (NoOffset if none).
+	Committed int64 `json:"committed"`
+	LagBefore int64 `json:"lag_before"`
+	LagAfter  int64 `json:"lag_after"`
+	// Gap counts records removed by retention before they were mirrored.
+	Gap int64 `json:"gap,omitempty"`
+	// SkippedOffsets lists oversized records left out (skip policy).
+	SkippedOffsets []int64 `json:"skipped_offsets,omitempty"`
+	// Busy is set when another drain in this process held the partition.
+	Busy  bool   `json:"busy,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Failed reports whether some records could not be mirrored: a partition or
+// topic error, or a drain-level error. Skipped records and busy partitions
+// are not failures.
+func (r *Report) Failed() bool {
+	if len(r.Errors) > 0 {
+		return true
+	}
+	for _, p := range r.Partitions {
+		if p.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// CaughtUp reports whether the drain left no lag on the partitions it owned.
+func (r *Report) CaughtUp() bool { return r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo }
+
+// Summary is the report in one line.
+func (r *Report) Summary() string {
+	secs := r.Duration.Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(r.Records) / secs
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s drain: %d records (%s) in %s (%.0f records/s), %d partitions, lag after %d, stopped: %s",
+		r.Run, r.Records, byteSize(r.Bytes), r.Duration.Round(time.Millisecond), rate, len(r.Partitions), r.LagAfter, r.Stopped)
+	if r.Skipped > 0 {
+		fmt.Fprintf(&b, ", %d oversized records skipped", r.Skipped)
+	}
+	if n := r.errorCount(); n > 0 {
+		fmt.Fprintf(&b, ", %d errors", n)
+	}
+	return b.String()
+}
+
+func (r *Report) errorCount() int {
+	n := len(r.Errors)
+	for _, p := range r.Partitions {
+		if p.Error != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Lines renders the report as log lines: the summary, one line per drain
+// error, and one line per partition that had work or an error.
+func (r *Report) Lines() []string {
+	lines := []string{r.Summary()}
+	for _, e := range r.Errors {
+		lines = append(lines, "error: "+e)
+	}
+	for _, p := range r.Partitions {
+		if p.Records > 0 || p.Error != "" || p.Gap > 0 || len(p.SkippedOffsets) > 0 || p.Busy {
+			lines = append(lines, p.String())
+		}
+	}
+	return lines
+}
+
+// String is the partition report in one line.
+func (p PartitionReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d -> %s: %d records (%s)", p.Topic, p.Partition, p.Hub, p.Records, byteSize(p.Bytes))
+	if p.Records > 0 {
+		fmt.Fprintf(&b, " offsets %d..%d", p.FirstOffset, p.LastOffset)
+	}
+	fmt.Fprintf(&b, ", committed %d, lag %d -> %d", p.Committed, p.LagBefore, p.LagAfter)
+	if p.Gap > 0 {
+		fmt.Fprintf(&b, ", gap of %d records lost to retention", p.Gap)
+	}
+	if len(p.SkippedOffsets) > 0 {
+		fmt.Fprintf(&b, ", skipped oversized offsets %v", p.SkippedOffsets)
+	}
+	if p.Busy {
+		b.WriteString(", busy: another drain in this process holds it")
+	}
+	if p.Error != "" {
+		b.WriteString(", error: " + p.Error)
+	}
+	return b.String()
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

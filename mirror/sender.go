@@ -1,0 +1,187 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// item is one record's event on its way to Event Hubs.
+type item struct {
+	ps     *partitionState
+	offset int64
+	size   int   // value bytes, for the report
+	weight int64 // charged to the in-flight bound
+	event  Event
+}
+
+// sender publishes the events of one event hub partition, one batch at a
+// time, in the order they were queued: so records with one key, which all go
+// to one partition, keep their Kafka order.
+type sender struct {
+	d           *drain
+	hub         string
+	partitionID string
+	in          chan *item
+	// dead is set after a fatal error (hub missing, unauthorized); queued
+	// items are then dropped without being sent.
+	dead error
+}
+
+// run sends batches until in is closed.
+func (s *sender) run(ctx context.Context) {
+	var carry *item
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			it, ok := <-s.in
+			if !ok {
+				return
+			}
+			first = it
+		}
+		if s.skipping(first) {
+			continue
+		}
+		batch, err := s.newBatch(ctx)
+		if err != nil {
+			s.failItems(err, first)
+			continue
+		}
+		items := make([]*item, 0, 64)
+		if s.add(batch, first) {
+			items = append(items, first)
+		}
+	fill:
+		for {
+			select {
+			case it, ok := <-s.in:
+				if !ok {
+					break fill
+				}
+				if s.skipping(it) {
+					continue
+				}
+				if err := batch.Add(&it.event); err != nil {
+					if errors.Is(err, ErrBatchFull) {
+						carry = it
+						break fill
+					}
+					s.oversized(it, err)
+					continue
+				}
+				items = append(items, it)
+			default:
+				break fill
+			}
+		}
+		if len(items) > 0 {
+			s.send(ctx, batch, items)
+		}
+	}
+}
+
+// skipping drops it when its partition already failed or this sender is
+// dead. A dropped record is never acknowledged, so nothing past it commits.
+func (s *sender) skipping(it *item) bool {
+	if s.dead == nil && !it.ps.isFailed() {
+		return false
+	}
+	if s.dead != nil {
+		it.ps.fail(s.dead)
+	}
+	s.d.inflight.Release(it.weight)
+	return true
+}
+
+// add adds the first item of a batch, applying the oversize policy when it
+// does not fit even into an empty batch.
+func (s *sender) add(batch Batch, it *item) bool {
+	if err := batch.Add(&it.event); err != nil {
+		s.oversized(it, err)
+		return false
+	}
+	return true
+}
+
+// oversized applies the oversize policy to an event that fits no batch.
+func (s *sender) oversized(it *item, err error) {
+	defer s.d.inflight.Release(it.weight)
+	tp := it.ps.tp
+	if !errors.Is(err, ErrEventTooLarge) {
+		it.ps.fail(fmt.Errorf("adding offset %d to a batch for event hub %q: %w", it.offset, s.hub, err))
+		return
+	}
+	if s.d.m.opts.OversizePolicy == OversizeSkip {
+		it.ps.skip(it.offset)
+		s.d.logger.WarnContext(context.Background(), "oversized record skipped (MIRROR_OVERSIZE_POLICY=skip)",
+			"topic", tp.Topic, "partition", tp.Partition, "offset", it.offset, "value_bytes", it.size, "hub", s.hub)
+		return
+	}
+	it.ps.fail(fmt.Errorf("record at offset %d (%d value bytes) is larger than event hub %q accepts; partition stopped before it (MIRROR_OVERSIZE_POLICY=skip leaves such records out): %w",
+		it.offset, it.size, s.hub, err))
+}
+
+// newBatch starts a batch, retrying transient errors until ctx ends.
+func (s *sender) newBatch(ctx context.Context) (Batch, error) {
+	var batch Batch
+	err := s.retry(ctx, "creating a batch", func() error {
+		var err error
+		batch, err = s.d.m.sink.NewBatch(ctx, s.hub, s.partitionID)
+		return err
+	})
+	return batch, err
+}
+
+// send publishes a batch and acknowledges its records, or fails them.
+func (s *sender) send(ctx context.Context, batch Batch, items []*item) {
+	err := s.retry(ctx, "sending a batch", func() error { return s.d.m.sink.Send(ctx, batch) })
+	if err != nil {
+		s.failItems(fmt.Errorf("event hub %q partition %s: %w", s.hub, s.partitionID, err), items...)
+		return
+	}
+	for _, it := range items {
+		it.ps.ack(it.offset, it.size)
+		s.d.inflight.Release(it.weight)
+	}
+}
+
+// failItems fails the partitions of items, which are then not acknowledged.
+func (s *sender) failItems(err error, items ...*item) {
+	if isFatal(err) {
+		s.dead = err
+	}
+	for _, it := range items {
+		it.ps.fail(err)
+		s.d.inflight.Release(it.weight)
+	}
+}
+
+// retry calls op until it succeeds, fails fatally, or ctx ends, backing off
+// between attempts.
+func (s *sender) retry(ctx context.Context, what string, op func() error) error {
+	backoff := s.d.m.opts.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if isFatal(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts: %w", what, attempt, err)
+		}
+		s.d.logger.WarnContext(ctx, "event hubs error; retrying", "hub", s.hub, "partition", s.partitionID, "attempt", attempt, "err", err)
+		if !sleep(ctx, backoff) {
+			return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts: %w", what, attempt, err)
+		}
+		backoff = min(backoff*2, s.d.m.opts.MaxRetryBackoff)
+	}
+}
+
+// isFatal reports errors that retrying cannot fix.
+func isFatal(err error) bool {
+	return errors.Is(err, ErrHubNotFound) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrEventTooLarge)
+}

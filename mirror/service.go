@@ -1,0 +1,268 @@
+package mirror
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// reportsKept is how many recent drain reports a Service keeps.
+const reportsKept = 10
+
+// Service runs a Mirror the way the function app uses it: a scheduled drain
+// at a time, and at most one background catch-up that drains repeatedly
+// until the group has no lag. It keeps the last reports for the status page.
+type Service struct {
+	mirror *Mirror
+	limits Limits
+
+	ctx    context.Context // canceled by Close; parent of catch-up runs
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	reports []*Report
+	active  *catchUp
+	runs    []*catchUp // most recent last
+}
+
+// NewService returns a service whose drains use limits (a catch-up uses the
+// same bounds for each of its drains).
+func NewService(m *Mirror, limits Limits) *Service {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{mirror: m, limits: limits, ctx: ctx, cancel: cancel}
+}
+
+// Mirror returns the service's mirror.
+func (s *Service) Mirror() *Mirror { return s.mirror }
+
+// Limits returns the bounds of one drain.
+func (s *Service) Limits() Limits { return s.limits }
+
+// Drain runs one drain named run within the service's limits and keeps its
+// report.
+func (s *Service) Drain(ctx context.Context, run string) (*Report, error) {
+	rep, err := s.mirror.Drain(ctx, run, s.limits)
+	if err != nil {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	s.keep(rep)
+	return rep, err
+}
+
+func (s *Service) keep(rep *Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reports = append(s.reports, rep)
+	if len(s.reports) > reportsKept {
+		s.reports = s.reports[len(s.reports)-reportsKept:]
+	}
+}
+
+// Reports returns the most recent drain reports, oldest first.
+func (s *Service) Reports() []*Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Report(nil), s.reports...)
+}
+
+// CatchUpRequest asks for a catch-up.
+type CatchUpRequest struct {
+	// Topics narrows the catch-up to topics matching this filter; nil means
+	// every mirrored topic.
+	Topics *TopicFilter
+	// TopicsPattern is the pattern Topics was compiled from, for the status.
+	TopicsPattern string
+	// MaxDuration bounds the whole run.
+	MaxDuration time.Duration
+}
+
+// Catch-up states.
+const (
+	CatchUpRunning  = "running"
+	CatchUpCaughtUp = "caught up"
+	CatchUpTimedOut = "max duration reached"
+	CatchUpCanceled = "canceled"
+)
+
+// CatchUpStatus is a snapshot of a catch-up run.
+type CatchUpStatus struct {
+	ID          string        `json:"id"`
+	State       string        `json:"state"`
+	Topics      string        `json:"topics,omitempty"`
+	Started     time.Time     `json:"started"`
+	Ended       time.Time     `json:"ended,omitzero"`
+	MaxDuration time.Duration `json:"max_duration_ns"`
+	Drains      int           `json:"drains"`
+	Records     int64         `json:"records"`
+	// Lag is the group's total lag measured after the latest drain; -1
+	// before the first measurement.
+	Lag       int64  `json:"lag"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+type catchUp struct {
+	mu     sync.Mutex
+	status CatchUpStatus
+}
+
+func (c *catchUp) snapshot() CatchUpStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+func (c *catchUp) update(f func(*CatchUpStatus)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(&c.status)
+}
+
+// StartCatchUp starts a background catch-up, or returns the active one (with
+// started false) when a run is already going.
+func (s *Service) StartCatchUp(req CatchUpRequest) (status CatchUpStatus, started bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active != nil {
+		return s.active.snapshot(), false, nil
+	}
+	if err := s.ctx.Err(); err != nil {
+		return CatchUpStatus{}, false, fmt.Errorf("service is shutting down: %w", err)
+	}
+	if req.MaxDuration <= 0 {
+		req.MaxDuration = 10 * time.Minute
+	}
+	id, err := newRunID()
+	if err != nil {
+		return CatchUpStatus{}, false, err
+	}
+	c := &catchUp{status: CatchUpStatus{ID: id, State: CatchUpRunning, Topics: req.TopicsPattern, Started: time.Now(), MaxDuration: req.MaxDuration, Lag: -1}}
+	s.active = c
+	s.runs = append(s.runs, c)
+	if len(s.runs) > reportsKept {
+		s.runs = s.runs[len(s.runs)-reportsKept:]
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.runCatchUp(c, req)
+	}()
+	return c.snapshot(), true, nil
+}
+
+func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
+	ctx, cancel := context.WithTimeout(s.ctx, req.MaxDuration)
+	defer cancel()
+	defer func() {
+		s.mu.Lock()
+		if s.active == c {
+			s.active = nil
+		}
+		s.mu.Unlock()
+	}()
+	run := "catch-up " + c.snapshot().ID
+	limits := s.limits
+	limits.Topics = req.Topics
+	backoff := s.mirror.opts.RetryBackoff
+	for {
+		if ctx.Err() != nil {
+			s.finish(c)
+			return
+		}
+		lim := limits
+		if d, ok := ctx.Deadline(); ok {
+			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
+		}
+		rep, err := s.mirror.Drain(ctx, run, lim)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
+		s.keep(rep)
+		c.update(func(st *CatchUpStatus) {
+			st.Drains++
+			st.Records += rep.Records
+			st.LastError = ""
+			if rep.Failed() {
+				lines := rep.Lines()
+				st.LastError = lines[len(lines)-1]
+			}
+		})
+		lag, err := s.mirror.Lag(ctx, req.Topics)
+		if err == nil {
+			c.update(func(st *CatchUpStatus) { st.Lag = lag.Total })
+			if lag.Total == 0 {
+				c.update(func(st *CatchUpStatus) { st.State, st.Ended = CatchUpCaughtUp, time.Now() })
+				return
+			}
+		}
+		if rep.Records == 0 {
+			// No progress (another process holds the partitions, or errors):
+			// back off instead of spinning.
+			if !sleep(ctx, backoff) {
+				continue
+			}
+			backoff = min(backoff*2, s.mirror.opts.MaxRetryBackoff)
+		} else {
+			backoff = s.mirror.opts.RetryBackoff
+		}
+	}
+}
+
+// finish marks a run that ran out of time, or was canceled by Close.
+func (s *Service) finish(c *catchUp) {
+	state := CatchUpTimedOut
+	if s.ctx.Err() != nil {
+		state = CatchUpCanceled
+	}
+	c.update(func(st *CatchUpStatus) { st.State, st.Ended = state, time.Now() })
+}
+
+// CatchUp returns the status of a recent run.
+func (s *Service) CatchUp(id string) (CatchUpStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.runs {
+		if st := c.snapshot(); st.ID == id {
+			return st, true
+		}
+	}
+	return CatchUpStatus{}, false
+}
+
+// ActiveCatchUp returns the running catch-up, if any.
+func (s *Service) ActiveCatchUp() (CatchUpStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		return CatchUpStatus{}, false
+	}
+	return s.active.snapshot(), true
+}
+
+// CatchUps returns recent runs, oldest first.
+func (s *Service) CatchUps() []CatchUpStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]CatchUpStatus, 0, len(s.runs))
+	for _, c := range s.runs {
+		out = append(out, c.snapshot())
+	}
+	return out
+}
+
+// Close cancels a running catch-up and waits for it to commit and stop.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+func newRunID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating run id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,158 @@
+package mirror
+
+import (
+	"sort"
+	"sync"
+)
+
+// partitionState tracks one Kafka partition during one drain: which of the
+// records handed to Event Hubs have been acknowledged, and so which offset
+// may be committed. The commit point is the offset of the first record not
+// yet acknowledged (or one past the last record read when all are), so an
+// offset is never committed before every record below it was accepted.
+type partitionState struct {
+	tp  TopicPartition
+	hub string
+
+	// Fixed when the drain starts.
+	startCommitted int64 // committed offset when the drain started, or NoOffset
+	start          int64 // first offset this drain reads
+	lagBefore      int64
+	gap            int64
+
+	mu        sync.Mutex
+	pending   []pendingRecord // handed to senders, not yet popped; offset order
+	head      int             // pending[:head] are done and popped
+	next      int64           // commit point once every pending record is done
+	committed int64           // last offset committed by this drain, or startCommitted
+	end       int64           // latest known end offset
+	failed    bool
+	err       error
+	records   int64
+	bytes     int64
+	skipped   []int64
+	first     int64
+	last      int64
+}
+
+type pendingRecord struct {
+	offset int64
+	done   bool
+}
+
+func newPartitionState(tp TopicPartition, hub string, committed int64) *partitionState {
+	return &partitionState{tp: tp, hub: hub, startCommitted: committed, committed: committed, first: -1, last: -1}
+}
+
+// begin sets the first offset to read.
+func (p *partitionState) begin(start, end int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.start, p.next, p.end = start, start, end
+	p.lagBefore = max(end-start, 0)
+}
+
+// add records that the record at offset was handed to a sender.
+func (p *partitionState) add(offset int64) {
+	p.mu.Lock()
+	p.pending = append(p.pending, pendingRecord{offset: offset})
+	p.next = offset + 1
+	p.mu.Unlock()
+}
+
+// advance moves the commit point past records the fetch skipped (control
+// records, aborted transactions) or past a gap the policy accepted.
+func (p *partitionState) advance(next int64) {
+	p.mu.Lock()
+	p.next = max(p.next, next)
+	p.mu.Unlock()
+}
+
+// setEnd records the latest end offset seen.
+func (p *partitionState) setEnd(end int64) {
+	p.mu.Lock()
+	p.end = end
+	p.mu.Unlock()
+}
+
+func (p *partitionState) find(offset int64) *pendingRecord {
+	rest := p.pending[p.head:]
+	i := sort.Search(len(rest), func(i int) bool { return rest[i].offset >= offset })
+	if i < len(rest) && rest[i].offset == offset {
+		return &rest[i]
+	}
+	return nil
+}
+
+// ack marks the record at offset accepted by Event Hubs.
+func (p *partitionState) ack(offset int64, size int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.find(offset); r != nil {
+		r.done = true
+	}
+	p.records++
+	p.bytes += int64(size)
+	if p.first < 0 || offset < p.first {
+		p.first = offset
+	}
+	p.last = max(p.last, offset)
+}
+
+// skip marks the record at offset left out under the skip policy.
+func (p *partitionState) skip(offset int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.find(offset); r != nil {
+		r.done = true
+	}
+	p.skipped = append(p.skipped, offset)
+}
+
+// fail stops the partition: nothing at or after the failed record will be
+// committed by this drain. The first error is kept.
+func (p *partitionState) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.failed {
+		p.failed, p.err = true, err
+	}
+}
+
+func (p *partitionState) isFailed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed
+}
+
+// commitPoint pops acknowledged records and returns the offset that may be
+// committed now.
+func (p *partitionState) commitPoint() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.head < len(p.pending) && p.pending[p.head].done {
+		p.head++
+	}
+	if p.head == len(p.pending) {
+		p.pending, p.head = p.pending[:0], 0
+		return p.next
+	}
+	if p.head > 1024 && p.head > len(p.pending)/2 {
+		p.pending = append(p.pending[:0], p.pending[p.head:]...)
+		p.head = 0
+	}
+	return p.pending[p.head].offset
+}
+
+// committedAt records a successful commit.
+func (p *partitionState) committedAt(offset int64) {
+	p.mu.Lock()
+	p.committed = max(p.committed, offset)
+	p.mu.Unlock()
+}
+
+func (p *partitionState) lastCommitted() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.committed
+}
