@@ -1,0 +1,79 @@
+# Kafka -> Azure Event Hubs mirror. `make demo` and `make test` are all a
+# newcomer needs; the other targets are listed by `make help`.
+
+GO       ?= go
+APP      := build/app
+ZIP      := dist/ehmirror-functionapp.zip
+CONFIG   ?=
+LISTEN   ?= 127.0.0.1:5672
+FUZZTIME ?= 10s
+
+.PHONY: help demo test unit vet fmt-check fuzz infra-test build package start dev-env emulator bench soak deploy clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+demo: ## mirror the seed's 10,000 messages through embedded Kafka, the emulator and the real handler, then verify
+	$(GO) run ./scripts/demo
+
+test: vet fmt-check unit fuzz infra-test ## every test: vet, gofmt, unit/integration (race), short fuzz runs, Terraform
+	@echo "make test: all checks passed"
+
+vet: ## go vet
+	$(GO) vet ./...
+
+fmt-check: ## fail when gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+unit: ## go test -race ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+fuzz: ## short runs of every fuzz target (FUZZTIME each)
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./emulator/amqp
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValue$$' -fuzztime $(FUZZTIME) ./emulator/amqp
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInvocation$$' -fuzztime $(FUZZTIME) ./functions
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCatchUpBody$$' -fuzztime $(FUZZTIME) ./handler
+
+infra-test: ## terraform fmt, validate and test against the real azurerm provider (builds it once, ~20 min)
+	bash scripts/terraform-check.sh
+
+build: ## lay out the function app in build/app (host.json, function folders, handler binary)
+	rm -rf $(APP) && mkdir -p $(APP)
+	cp host.json $(APP)/
+	for f in functions/*/function.json; do d=$$(basename $$(dirname $$f)); mkdir -p $(APP)/$$d; cp $$f $(APP)/$$d/; done
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(APP)/handler ./handler
+
+package: ## the deployment zip for a Linux Premium plan (linux/amd64, static, executable bit set)
+	rm -rf build/linux && mkdir -p build/linux dist
+	cp host.json build/linux/
+	for f in functions/*/function.json; do d=$$(basename $$(dirname $$f)); mkdir -p build/linux/$$d; cp $$f build/linux/$$d/; done
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '-s -w' -o build/linux/handler ./handler
+	$(GO) run ./scripts/package -dir build/linux -out $(ZIP)
+
+start: build ## run the app with `func start` (Core Tools), or the project's local host when func is missing
+	@if command -v func >/dev/null 2>&1; then \
+		cd $(APP) && cp -n ../../local.settings.json . 2>/dev/null; func start --script-root . ; \
+	else \
+		echo "Azure Functions Core Tools (func) not found: running the project's local Functions host instead"; \
+		$(GO) run ./scripts/funchost -app $(APP) -settings local.settings.json; \
+	fi
+
+dev-env: ## embedded Kafka on 127.0.0.1:9092 and the Event Hubs emulator on 127.0.0.1:5672, in the foreground
+	$(GO) run ./scripts/devenv
+
+emulator: ## the Event Hubs emulator alone: make emulator CONFIG=path/to/Config.json LISTEN=127.0.0.1:5672
+	$(GO) run ./scripts/emulator $(if $(CONFIG),-config $(CONFIG)) -listen $(LISTEN)
+
+bench: ## throughput against the Kafka-read and Event-Hubs-send limits; writes .bench/latest.json
+	$(GO) run ./scripts/bench
+
+soak: ## the long fault-injection soak (minutes)
+	EHMIRROR_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run 'Soak' -v ./faults/
+
+deploy: package ## terraform apply, then zip-deploy the package (needs az login)
+	bash scripts/deploy.sh
+
+clean: ## remove build outputs
+	rm -rf build dist .bench

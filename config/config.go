@@ -1,0 +1,454 @@
+// Package config reads the mirror's settings from the environment (Azure
+// Functions app settings, or the Values of local.settings.json) and checks
+// each one. A bad setting never stops the process: [Load] returns every
+// problem, one line each, naming the setting and what is expected.
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// Setting names. Every one is listed, with its default and meaning, in the
+// README's settings table and in local.settings.json.example.
+const (
+	KafkaBrokers          = "KAFKA_BROKERS"
+	KafkaGroup            = "KAFKA_GROUP"
+	KafkaTopicsInclude    = "KAFKA_TOPICS_INCLUDE"
+	KafkaTopicsExclude    = "KAFKA_TOPICS_EXCLUDE"
+	KafkaStartOffset      = "KAFKA_START_OFFSET"
+	KafkaSASLMechanism    = "KAFKA_SASL_MECHANISM"
+	KafkaSASLUsername     = "KAFKA_SASL_USERNAME"
+	KafkaSASLPassword     = "KAFKA_SASL_PASSWORD"
+	KafkaTLS              = "KAFKA_TLS"
+	KafkaTLSCAPEM         = "KAFKA_TLS_CA_PEM"
+	KafkaTLSSkipVerify    = "KAFKA_TLS_INSECURE_SKIP_VERIFY"
+	EventHubsConnection   = "EVENTHUBS"
+	EventHubsNamespace    = "EVENTHUBS__fullyQualifiedNamespace"
+	EventHubsClientID     = "EVENTHUBS__clientId"
+	MirrorSchedule        = "MIRROR_SCHEDULE"
+	MirrorMaxRecords      = "MIRROR_MAX_RECORDS"
+	MirrorMaxBytes        = "MIRROR_MAX_BYTES"
+	MirrorMaxDuration     = "MIRROR_MAX_DURATION"
+	MirrorInFlightBytes   = "MIRROR_INFLIGHT_BYTES"
+	MirrorPartitioning    = "MIRROR_PARTITIONING"
+	MirrorRoutes          = "MIRROR_ROUTES"
+	MirrorGapPolicy       = "MIRROR_GAP_POLICY"
+	MirrorOversizePolicy  = "MIRROR_OVERSIZE_POLICY"
+	MirrorCatchUpDuration = "MIRROR_CATCHUP_MAX_DURATION"
+)
+
+// Defaults of the settings that have one.
+const (
+	DefaultGroup           = "ehmirror"
+	DefaultTopicsInclude   = `prod\..*`
+	DefaultSchedule        = "0 */1 * * * *"
+	DefaultMaxDuration     = 4 * time.Minute
+	DefaultCatchUpDuration = 10 * time.Minute
+	DefaultInFlightBytes   = 64 << 20
+)
+
+// secretSettings never appear in logs, responses or errors.
+var secretSettings = []string{KafkaSASLPassword, EventHubsConnection}
+
+// keyVaultPrefix starts an app setting the platform failed to resolve.
+const keyVaultPrefix = "@Microsoft.KeyVault("
+
+// Problem is one invalid setting.
+type Problem struct {
+	Setting string `json:"setting"`
+	Message string `json:"message"`
+}
+
+// String is the problem in one line: "SETTING: what is wrong; what is expected".
+func (p Problem) String() string { return p.Setting + ": " + p.Message }
+
+// Problems is a list of setting problems; as an error it reads as one line.
+type Problems []Problem
+
+// Error joins the problems with "; ".
+func (ps Problems) Error() string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.String()
+	}
+	return "invalid settings: " + strings.Join(parts, "; ")
+}
+
+// SASL holds Kafka SASL settings.
+type SASL struct {
+	// Mechanism is "" (none), "plain", "scram-sha-256" or "scram-sha-512".
+	Mechanism string
+	Username  string
+	Password  string
+}
+
+// Settings are the validated settings.
+type Settings struct {
+	KafkaBrokers       []string
+	KafkaGroup         string
+	TopicsInclude      string
+	TopicsExclude      string
+	Topics             mirror.TopicFilter
+	StartOffset        mirror.StartOffset
+	SASL               SASL
+	KafkaTLS           bool
+	KafkaTLSCAPEM      string
+	KafkaTLSSkipVerify bool
+
+	// EventHubsConnectionString is set for key-based access; otherwise
+	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
+	// identity) select Microsoft Entra ID.
+	EventHubsConnectionString string
+	EventHubsNamespace        string
+	EventHubsClientID         string
+
+	Schedule           string
+	Limits             mirror.Limits
+	InFlightBytes      int64
+	Partitioning       mirror.Partitioning
+	RoutesText         string
+	Routes             []mirror.Route
+	GapPolicy          mirror.GapPolicy
+	OversizePolicy     mirror.OversizePolicy
+	CatchUpMaxDuration time.Duration
+}
+
+// Load reads and checks every setting through getenv. It returns the
+// settings and every problem found; the settings are usable only when there
+// are no problems.
+func Load(getenv func(string) string) (Settings, Problems) {
+	l := loader{getenv: getenv}
+	var s Settings
+
+	s.KafkaBrokers = l.brokers(KafkaBrokers)
+	s.KafkaGroup = l.text(KafkaGroup, DefaultGroup)
+	s.TopicsInclude = l.text(KafkaTopicsInclude, DefaultTopicsInclude)
+	s.TopicsExclude = l.text(KafkaTopicsExclude, "")
+	if f, err := mirror.CompileTopicFilter(s.TopicsInclude, ""); err != nil {
+		l.problem(KafkaTopicsInclude, "not a valid regular expression: %v", unwrapRegexp(err))
+	} else {
+		s.Topics.Include = f.Include
+	}
+	if f, err := mirror.CompileTopicFilter("", s.TopicsExclude); err != nil {
+		l.problem(KafkaTopicsExclude, "not a valid regular expression: %v", unwrapRegexp(err))
+	} else {
+		s.Topics.Exclude = f.Exclude
+	}
+	s.StartOffset = mirror.StartOffset(l.choice(KafkaStartOffset, "earliest", "earliest", "latest"))
+
+	s.SASL.Mechanism = l.choice(KafkaSASLMechanism, "none", "none", "plain", "scram-sha-256", "scram-sha-512")
+	if s.SASL.Mechanism == "none" {
+		s.SASL.Mechanism = ""
+	}
+	s.SASL.Username = l.text(KafkaSASLUsername, "")
+	s.SASL.Password = l.secret(KafkaSASLPassword)
+	if s.SASL.Mechanism != "" {
+		if s.SASL.Username == "" {
+			l.problem(KafkaSASLUsername, "missing; %s=%s needs a user name", KafkaSASLMechanism, s.SASL.Mechanism)
+		}
+		if s.SASL.Password == "" && !l.has(KafkaSASLPassword) {
+			l.problem(KafkaSASLPassword, "missing; %s=%s needs a password", KafkaSASLMechanism, s.SASL.Mechanism)
+		}
+	}
+	s.KafkaTLS = l.boolean(KafkaTLS, false)
+	s.KafkaTLSCAPEM = l.text(KafkaTLSCAPEM, "")
+	s.KafkaTLSSkipVerify = l.boolean(KafkaTLSSkipVerify, false)
+	if s.KafkaTLSCAPEM != "" {
+		if !s.KafkaTLS {
+			l.problem(KafkaTLSCAPEM, "set, but %s is not true", KafkaTLS)
+		} else if !x509.NewCertPool().AppendCertsFromPEM([]byte(s.KafkaTLSCAPEM)) {
+			l.problem(KafkaTLSCAPEM, "holds no PEM certificate")
+		}
+	}
+
+	s.EventHubsConnectionString = l.secret(EventHubsConnection)
+	s.EventHubsNamespace = l.text(EventHubsNamespace, "")
+	s.EventHubsClientID = l.text(EventHubsClientID, "")
+	switch {
+	case s.EventHubsConnectionString != "" && s.EventHubsNamespace != "":
+		l.problem(EventHubsConnection, "set together with %s; set one: a connection string, or the namespace for Microsoft Entra ID", EventHubsNamespace)
+	case s.EventHubsConnectionString == "" && s.EventHubsNamespace == "" && !l.has(EventHubsConnection):
+		l.problem(EventHubsNamespace, "missing; set it to the namespace host (NAME.servicebus.windows.net) for managed identity, or set %s to a connection string", EventHubsConnection)
+	case s.EventHubsConnectionString != "":
+		if !strings.HasPrefix(s.EventHubsConnectionString, "Endpoint=sb://") || !strings.Contains(s.EventHubsConnectionString, "SharedAccessKey") {
+			l.problem(EventHubsConnection, "not an Event Hubs connection string; want Endpoint=sb://HOST/;SharedAccessKeyName=NAME;SharedAccessKey=KEY")
+		} else if strings.Contains(s.EventHubsConnectionString, "EntityPath=") {
+			l.problem(EventHubsConnection, "names one event hub (EntityPath); use a namespace-level connection string")
+		}
+	case s.EventHubsNamespace != "":
+		if strings.Contains(s.EventHubsNamespace, "://") || strings.ContainsAny(s.EventHubsNamespace, "/; ") {
+			l.problem(EventHubsNamespace, "%q is not a host name; want NAME.servicebus.windows.net", s.EventHubsNamespace)
+		}
+	}
+
+	s.Schedule = l.text(MirrorSchedule, DefaultSchedule)
+	if n := len(strings.Fields(s.Schedule)); n != 5 && n != 6 {
+		l.problem(MirrorSchedule, "%q has %d fields; want an NCRONTAB expression with 6 fields, e.g. %q", s.Schedule, n, DefaultSchedule)
+	}
+	s.Limits.MaxRecords = l.count(MirrorMaxRecords)
+	s.Limits.MaxBytes = l.size(MirrorMaxBytes, 0)
+	s.Limits.MaxDuration = l.duration(MirrorMaxDuration, DefaultMaxDuration)
+	s.InFlightBytes = l.size(MirrorInFlightBytes, DefaultInFlightBytes)
+	if s.InFlightBytes == 0 {
+		s.InFlightBytes = DefaultInFlightBytes
+	}
+	p, err := mirror.ParsePartitioning(l.text(MirrorPartitioning, ""))
+	if err != nil {
+		l.problem(MirrorPartitioning, "%q unknown; want hash, kafka-murmur2, preserve or round-robin", l.getenv(MirrorPartitioning))
+	}
+	s.Partitioning = p
+	s.RoutesText = l.text(MirrorRoutes, "")
+	if s.Routes, err = mirror.ParseRoutes(s.RoutesText); err != nil {
+		l.problem(MirrorRoutes, "%v; want rules REGEX=>HUB separated by ';'", unwrapRegexp(err))
+	}
+	s.GapPolicy = mirror.GapPolicy(l.choice(MirrorGapPolicy, "fail", "fail", "resume-earliest"))
+	s.OversizePolicy = mirror.OversizePolicy(l.choice(MirrorOversizePolicy, "fail", "fail", "skip"))
+	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
+	return s, l.problems
+}
+
+// unwrapRegexp shortens regexp errors to their message.
+func unwrapRegexp(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+// loader reads settings and collects problems.
+type loader struct {
+	getenv   func(string) string
+	problems Problems
+}
+
+func (l *loader) problem(setting, format string, args ...any) {
+	l.problems = append(l.problems, Problem{Setting: setting, Message: fmt.Sprintf(format, args...)})
+}
+
+func (l *loader) has(name string) bool { return l.getenv(name) != "" }
+
+// raw returns a trimmed value, reporting unresolved Key Vault references.
+func (l *loader) raw(name string) (string, bool) {
+	v := strings.TrimSpace(l.getenv(name))
+	if strings.HasPrefix(v, keyVaultPrefix) {
+		l.problem(name, "is a Key Vault reference the platform could not resolve; grant the app's identity 'Key Vault Secrets User' on the vault and check the secret URI")
+		return "", false
+	}
+	return v, v != ""
+}
+
+func (l *loader) text(name, def string) string {
+	if v, ok := l.raw(name); ok {
+		return v
+	}
+	return def
+}
+
+func (l *loader) secret(name string) string {
+	v, _ := l.raw(name)
+	return v
+}
+
+func (l *loader) choice(name, def string, allowed ...string) string {
+	v, ok := l.raw(name)
+	if !ok {
+		return def
+	}
+	v = strings.ToLower(v)
+	if !slices.Contains(allowed, v) {
+		l.problem(name, "%q unknown; want one of %s", v, strings.Join(allowed, ", "))
+		return def
+	}
+	return v
+}
+
+func (l *loader) boolean(name string, def bool) bool {
+	v, ok := l.raw(name)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		l.problem(name, "%q is not a boolean; want true or false", v)
+		return def
+	}
+	return b
+}
+
+func (l *loader) count(name string) int64 {
+	v, ok := l.raw(name)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.ReplaceAll(v, "_", ""), 10, 64)
+	if err != nil || n < 0 {
+		l.problem(name, "%q is not a count; want a whole number >= 0 (0 means no bound)", v)
+		return 0
+	}
+	return n
+}
+
+// size parses a byte count with an optional KiB/MiB/GiB (or KB/MB/GB) suffix.
+func (l *loader) size(name string, def int64) int64 {
+	v, ok := l.raw(name)
+	if !ok {
+		return def
+	}
+	n, err := ParseSize(v)
+	if err != nil {
+		l.problem(name, "%q is not a size; want bytes, optionally with KiB, MiB or GiB (0 means no bound)", v)
+		return def
+	}
+	return n
+}
+
+func (l *loader) duration(name string, def time.Duration) time.Duration {
+	v, ok := l.raw(name)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		l.problem(name, "%q is not a positive duration; want for example 4m or 90s", v)
+		return def
+	}
+	return d
+}
+
+func (l *loader) brokers(name string) []string {
+	v, ok := l.raw(name)
+	if !ok {
+		l.problem(name, "missing; want a comma-separated list of host:port, e.g. 127.0.0.1:9092")
+		return nil
+	}
+	var out []string
+	for _, b := range strings.Split(v, ",") {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(b)
+		if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
+			l.problem(name, "%q is not host:port; want a comma-separated list of host:port, e.g. 127.0.0.1:9092", b)
+			return nil
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		l.problem(name, "empty; want a comma-separated list of host:port, e.g. 127.0.0.1:9092")
+	}
+	return out
+}
+
+// ParseSize parses a byte count such as "1048576", "64MiB" or "1GB" (the
+// decimal-looking suffixes are read as powers of 1024, like Kafka does).
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	upper := strings.ToUpper(s)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(upper, u.suffix) {
+			mult = u.mult
+			s = strings.TrimSpace(s[:len(s)-len(u.suffix)])
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q: want a whole number of bytes with an optional KiB, MiB or GiB suffix", s)
+	}
+	return n * mult, nil
+}
+
+// KafkaTLSConfig returns the TLS configuration for Kafka, or nil for
+// plaintext. Certificates are verified against the system roots, or the
+// given CA, unless KAFKA_TLS_INSECURE_SKIP_VERIFY is true.
+func (s Settings) KafkaTLSConfig() (*tls.Config, error) {
+	if !s.KafkaTLS {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.KafkaTLSSkipVerify}
+	if s.KafkaTLSCAPEM != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(s.KafkaTLSCAPEM)) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", KafkaTLSCAPEM)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// Summary is the configuration with every secret redacted, for the status
+// endpoint and start-up logs.
+func (s Settings) Summary() map[string]string {
+	redact := func(v string) string {
+		if v == "" {
+			return ""
+		}
+		return "(set, redacted)"
+	}
+	eventHubs := "managed identity"
+	if s.EventHubsConnectionString != "" {
+		eventHubs = "connection string " + redact(s.EventHubsConnectionString)
+	}
+	return map[string]string{
+		KafkaBrokers:          strings.Join(s.KafkaBrokers, ","),
+		KafkaGroup:            s.KafkaGroup,
+		KafkaTopicsInclude:    s.TopicsInclude,
+		KafkaTopicsExclude:    s.TopicsExclude,
+		KafkaStartOffset:      string(s.StartOffset),
+		KafkaSASLMechanism:    orNone(s.SASL.Mechanism),
+		KafkaSASLUsername:     s.SASL.Username,
+		KafkaSASLPassword:     redact(s.SASL.Password),
+		KafkaTLS:              strconv.FormatBool(s.KafkaTLS),
+		KafkaTLSSkipVerify:    strconv.FormatBool(s.KafkaTLSSkipVerify),
+		"eventhubs.auth":      eventHubs,
+		EventHubsNamespace:    s.EventHubsNamespace,
+		EventHubsClientID:     s.EventHubsClientID,
+		MirrorSchedule:        s.Schedule,
+		MirrorMaxRecords:      strconv.FormatInt(s.Limits.MaxRecords, 10),
+		MirrorMaxBytes:        strconv.FormatInt(s.Limits.MaxBytes, 10),
+		MirrorMaxDuration:     s.Limits.MaxDuration.String(),
+		MirrorInFlightBytes:   strconv.FormatInt(s.InFlightBytes, 10),
+		MirrorPartitioning:    string(s.Partitioning),
+		MirrorRoutes:          s.RoutesText,
+		MirrorGapPolicy:       string(s.GapPolicy),
+		MirrorOversizePolicy:  string(s.OversizePolicy),
+		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Secrets returns the secret values present in the environment, so callers
+// can check that none leaks into output.
+func Secrets(getenv func(string) string) []string {
+	var out []string
+	for _, name := range secretSettings {
+		if v := getenv(name); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/ehmirror/ehmirror/config"
+	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// app holds what the routes use: the settings, their problems, and, when the
+// settings are valid, the mirror service with its clients. Clients are made
+// once per process and reused by every invocation.
+type app struct {
+	settings config.Settings
+	problems config.Problems
+	logger   *slog.Logger
+	redactor *redactor
+
+	source  *kafka.Source
+	sink    *eventhubs.Sink
+	service *mirror.Service
+}
+
+// newApp loads the settings and, if they are valid, builds the clients. It
+// never fails: problems are kept and reported by every invocation.
+func newApp(getenv func(string) string, logger *slog.Logger, r *redactor) *app {
+	s, problems := config.Load(getenv)
+	a := &app{settings: s, problems: problems, logger: logger, redactor: r}
+	if len(problems) > 0 {
+		return a
+	}
+	if err := a.connect(); err != nil {
+		a.problems = append(a.problems, config.Problem{Setting: "(clients)", Message: r.Redact(err.Error())})
+	}
+	return a
+}
+
+func (a *app) connect() error {
+	s := a.settings
+	tlsConfig, err := s.KafkaTLSConfig()
+	if err != nil {
+		return err
+	}
+	a.source, err = kafka.NewSource(kafka.Options{
+		Brokers: s.KafkaBrokers,
+		Group:   s.KafkaGroup,
+		TLS:     tlsConfig,
+		SASL:    kafka.SASL{Mechanism: s.SASL.Mechanism, Username: s.SASL.Username, Password: s.SASL.Password},
+		Logger:  a.logger,
+	})
+	if err != nil {
+		return err
+	}
+	sinkOpts := eventhubs.Options{ConnectionString: s.EventHubsConnectionString, Logger: a.logger}
+	if s.EventHubsConnectionString == "" {
+		sinkOpts.FullyQualifiedNamespace = s.EventHubsNamespace
+		if sinkOpts.Credential, err = credential(s.EventHubsClientID); err != nil {
+			return err
+		}
+	}
+	if a.sink, err = eventhubs.NewSink(sinkOpts); err != nil {
+		return err
+	}
+	m, err := mirror.New(a.source, a.sink, mirror.Options{
+		Topics:         s.Topics,
+		Routes:         s.Routes,
+		Partitioning:   s.Partitioning,
+		StartOffset:    s.StartOffset,
+		GapPolicy:      s.GapPolicy,
+		OversizePolicy: s.OversizePolicy,
+		InFlightBytes:  s.InFlightBytes,
+		Logger:         a.logger,
+	})
+	if err != nil {
+		return err
+	}
+	a.service = mirror.NewService(m, s.Limits)
+	return nil
+}
+
+// credential follows the Functions identity-based connection convention: a
+// user-assigned managed identity when a client id is given, otherwise the
+// default chain (the app's system-assigned identity in Azure, the developer's
+// az login locally).
+func credential(clientID string) (azcore.TokenCredential, error) {
+	if clientID != "" {
+		c, err := azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ID: azidentity.ClientID(clientID)})
+		if err != nil {
+			return nil, fmt.Errorf("managed identity %s: %w", config.EventHubsClientID, err)
+		}
+		return c, nil
+	}
+	c, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return nil, fmt.Errorf("default Azure credential: %w", err)
+	}
+	return c, nil
+}
+
+// Close stops a running catch-up (it commits what was acknowledged) and
+// closes the clients.
+func (a *app) Close(ctx context.Context) {
+	if a.service != nil {
+		a.service.Close()
+	}
+	if a.sink != nil {
+		if err := a.sink.Close(ctx); err != nil {
+			a.logger.Warn("closing Event Hubs producers", "err", err)
+		}
+	}
+	if a.source != nil {
+		if err := a.source.Close(); err != nil {
+			a.logger.Warn("closing Kafka clients", "err", err)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+// Command handler is the Azure Functions custom handler of the Kafka to
+// Event Hubs mirror. The Functions host starts it, tells it the port in
+// FUNCTIONS_CUSTOMHANDLER_PORT, and posts invocations of the MirrorTimer,
+// CatchUp and Status functions to /<FunctionName>.
+//
+// main only wires: settings from the environment, the Kafka source, the
+// Event Hubs sink, the mirror service, and the HTTP routes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ehmirror/ehmirror/config"
+	"github.com/ehmirror/ehmirror/functions"
+)
+
+// shutdownGrace bounds how long a SIGTERM/SIGINT waits for the current drain
+// to commit what Event Hubs acknowledged.
+const shutdownGrace = 10 * time.Second
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "handler:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// stdout is logged by the host at Information, stderr at Error. Every
+	// line passes through the redactor so that no secret reaches the logs.
+	redactor := newRedactor(config.Secrets(os.Getenv))
+	logger := slog.New(slog.NewTextHandler(redactor.Writer(os.Stdout), nil))
+	slog.SetDefault(logger)
+
+	port, err := functions.HandlerPort(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	// Listen first: the host polls GET / and must get an answer within a
+	// second of start; clients are created without network I/O.
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return fmt.Errorf("listening on port %d: %w", port, err)
+	}
+
+	a := newApp(os.Getenv, logger, redactor)
+	for _, p := range a.problems {
+		fmt.Fprintln(os.Stderr, redactor.Redact("setting problem: "+p.String()))
+	}
+	srv := newServer(a)
+	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }
+	srv.Listener = ln
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Start("") }()
+	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0)
+
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving: %w", err)
+		}
+	case <-ctx.Done():
+		logger.Info("stopping: no new work; committing what Event Hubs acknowledged")
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("stopping the HTTP server", "err", err)
+	}
+	a.Close(shutdownCtx)
+	return nil
+}
