@@ -1,0 +1,156 @@
+package mirror
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+func TestMurmur2MatchesKafka(t *testing.T) {
+	// Vectors from Kafka's UtilsTest.testMurmur2.
+	for key, want := range map[string]int32{
+		"21":                         -973932308,
+		"foobar":                     -790332482,
+		"a-little-bit-long-string":   -985981536,
+		"a-little-bit-longer-string": -1486304829,
+		"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+		"abc": 479470107,
+	} {
+		if got := murmur2([]byte(key)); got != want {
+			t.Errorf("murmur2(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func TestPartitioner(t *testing.T) {
+	keyed := &Record{Partition: 7, Key: []byte("partition-key-xyz")}
+	keyless := &Record{Partition: 7}
+	hash := &partitioner{strategy: PartitionByHash, n: 32}
+	if got := hash.index(keyed); got != 12 { // the reference's worked example: hash -24908 -> 12
+		t.Errorf("hash placement = %d, want 12", got)
+	}
+	if got := hash.index(keyless); got != 7 {
+		t.Errorf("keyless records keep their Kafka partition mod N: got %d", got)
+	}
+	murmur := &partitioner{strategy: PartitionByKafkaMurmur2, n: 4}
+	if got, want := murmur.index(&Record{Key: []byte("21")}), int(toPositive(-973932308)%4); got != want {
+		t.Errorf("murmur2 placement = %d, want %d", got, want)
+	}
+	preserve := &partitioner{strategy: PartitionPreserve, n: 4}
+	if got := preserve.index(keyed); got != 3 {
+		t.Errorf("preserve 7 mod 4 = %d", got)
+	}
+	rr := &partitioner{strategy: PartitionRoundRobin, n: 3}
+	seen := map[int]bool{}
+	for range 3 {
+		seen[rr.index(keyed)] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("round-robin used %d partitions of 3", len(seen))
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	routes, err := ParseRoutes(`^prod\.(.*)$=>mirror-$1; legacy\..*=>legacy-all`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRouter(routes)
+	for topic, want := range map[string]string{
+		"prod.test1":  "mirror-test1",
+		"legacy.a":    "legacy-all",
+		"legacy.b":    "legacy-all",
+		"other.topic": "other.topic",
+		"xlegacy.a":   "xlegacy.a",
+	} {
+		if got := r.Hub(topic); got != want {
+			t.Errorf("Hub(%q) = %q, want %q", topic, got, want)
+		}
+	}
+	for _, bad := range []string{"noarrow", "(=>x", "a=>", "=>b"} {
+		if _, err := ParseRoutes(bad); err == nil {
+			t.Errorf("ParseRoutes(%q) accepted", bad)
+		}
+	}
+}
+
+func TestTopicFilter(t *testing.T) {
+	f, err := CompileTopicFilter(`prod\..*`, `prod\.secret.*`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]bool{
+		"prod.test1": true, "prod.secret1": false, "dev.test1": false, "__consumer_offsets": false, "xprod.test1": false,
+	} {
+		if f.Match(topic) != want {
+			t.Errorf("Match(%q) = %v", topic, !want)
+		}
+	}
+	all, _ := CompileTopicFilter("", "")
+	if !all.Match("anything") || all.Match("__transaction_state") {
+		t.Error("empty filter must match every non-internal topic")
+	}
+}
+
+func TestEventForMapsEverything(t *testing.T) {
+	ts := time.UnixMilli(1700000000123)
+	r := &Record{Topic: "prod.test1", Partition: 3, Offset: 42, Key: []byte{0, 1, 2}, Value: nil, Time: ts,
+		Headers: []Header{{"h", []byte("1")}, {"h", []byte("2")}, {"bin", []byte{0xff, 0}}, {"h", nil}}}
+	ev := EventFor(r)
+	if ev.MessageID != "prod.test1/3/42" {
+		t.Errorf("message id %q", ev.MessageID)
+	}
+	p := ev.Properties
+	if p[PropTopic] != "prod.test1" || p[PropPartition] != int64(3) || p[PropOffset] != int64(42) || !p[PropTimestamp].(time.Time).Equal(ts) {
+		t.Errorf("provenance wrong: %v", p)
+	}
+	if !bytes.Equal(p[PropKey].([]byte), []byte{0, 1, 2}) || p[PropTombstone] != true {
+		t.Errorf("key/tombstone wrong: %v", p)
+	}
+	if string(p["kafka.header.h"].([]byte)) != "1" || string(p["kafka.header.h#1"].([]byte)) != "2" || p["kafka.header.h#2"].([]byte) != nil {
+		t.Errorf("repeated headers wrong: %v", p)
+	}
+	back, err := RecordFromEvent(ev.Body, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Order among different header keys is not kept (application
+	// properties are a map); repeated keys keep their order.
+	if back.Topic != r.Topic || back.Offset != r.Offset || back.Value != nil || len(back.Headers) != 4 ||
+		back.Headers[0].Key != "bin" || string(back.Headers[1].Value) != "1" || string(back.Headers[2].Value) != "2" || back.Headers[3].Value != nil {
+		t.Errorf("round trip wrong: %+v", back)
+	}
+}
+
+func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
+	ps := newPartitionState(TopicPartition{"t", 0}, "t", NoOffset)
+	ps.begin(10, 20)
+	for o := int64(10); o < 15; o++ {
+		ps.add(o)
+	}
+	if got := ps.commitPoint(); got != 10 {
+		t.Fatalf("nothing acked: commit point %d, want 10", got)
+	}
+	ps.ack(11, 1)
+	ps.ack(12, 1)
+	if got := ps.commitPoint(); got != 10 {
+		t.Fatalf("10 unacked: commit point %d, want 10", got)
+	}
+	ps.ack(10, 1)
+	if got := ps.commitPoint(); got != 13 {
+		t.Fatalf("10..12 acked: commit point %d, want 13", got)
+	}
+	ps.skip(13)
+	ps.ack(14, 1)
+	ps.advance(17) // the fetch skipped control records up to 17
+	if got := ps.commitPoint(); got != 17 {
+		t.Fatalf("all done: commit point %d, want 17", got)
+	}
+	ps.add(17)
+	ps.fail(errTest)
+	if got := ps.commitPoint(); got != 17 {
+		t.Fatalf("failed record: commit point %d, want 17", got)
+	}
+}
+
+var errTest = bytes.ErrTooLarge
