@@ -1,0 +1,482 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/sasl"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// ErrClosed is returned (wrapped) by calls on a closed [Source].
+var ErrClosed = errors.New("source closed")
+
+// ErrClaimLost is returned (wrapped) by Claim.Commit when the claim's
+// generation has ended, locally noticed or reported by the coordinator
+// (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS,
+// FENCED_INSTANCE_ID).
+var ErrClaimLost = errors.New("claim lost")
+
+// metadataTTL is the upper bound of the Transport's metadata cache age. The
+// Transport re-reads metadata at a random point within it; Topics and the
+// stale-routing retry force a refresh when they see a difference anyway.
+const metadataTTL = 2 * time.Second
+
+// Source is a [mirror.Source] backed by segmentio/kafka-go. It owns one
+// kafka-go Transport (connection pool) for fetches, offsets and commits, one
+// reusable connection for fresh topic listings, and the consumer-group
+// memberships created by Claim. A Source is safe for concurrent use; Close it
+// when done.
+type Source struct {
+	opts      Options
+	mech      sasl.Mechanism
+	log       *slog.Logger
+	addr      net.Addr
+	transport *kafkago.Transport
+	client    *kafkago.Client
+	dialer    *kafkago.Dialer // metadata connection (not gated)
+
+	ctx    context.Context // background work; cancelled last in Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	metaMu   sync.Mutex
+	metaConn *kafkago.Conn
+
+	refreshMu   sync.Mutex
+	lastRefresh time.Time
+
+	mu      sync.Mutex
+	closed  bool
+	members map[*membership]struct{}
+	// unleft holds member IDs whose LeaveGroup failed (broker down). The
+	// coordinator may still know them (a broker restarted with its group
+	// state), and would make the next join wait for their session to
+	// expire; Claim retries their LeaveGroup first.
+	unleft []string
+}
+
+var _ mirror.Source = (*Source)(nil)
+
+// NewSource validates opts, applies defaults and returns a Source. It does no
+// network I/O; connection problems surface on the first call.
+func NewSource(opts Options) (*Source, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	mech, err := o.SASL.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	nd := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	t := &kafkago.Transport{
+		Dial:        nd.DialContext,
+		DialTimeout: o.DialTimeout,
+		IdleTimeout: 60 * time.Second,
+		MetadataTTL: metadataTTL,
+		ClientID:    o.ClientID,
+		TLS:         o.TLS,
+		SASL:        mech,
+		Context:     ctx,
+	}
+	addr := kafkago.TCP(o.Brokers...)
+	s := &Source{
+		opts:      o,
+		mech:      mech,
+		log:       o.Logger.With("component", "kafka", "group", o.Group),
+		addr:      addr,
+		transport: t,
+		client:    &kafkago.Client{Addr: addr, Transport: t},
+		dialer: &kafkago.Dialer{
+			ClientID:      o.ClientID,
+			Timeout:       o.DialTimeout,
+			TLS:           o.TLS,
+			SASLMechanism: mech,
+			DialFunc:      nd.DialContext,
+		},
+		ctx:     ctx,
+		cancel:  cancel,
+		members: make(map[*membership]struct{}),
+	}
+	return s, nil
+}
+
+// Close leaves every group membership still held (LeaveGroup), closes all
+// connections and stops background goroutines. It is idempotent. Calls made
+// after Close fail with ErrClosed.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ms := make([]*membership, 0, len(s.members))
+	for m := range s.members {
+		ms = append(ms, m)
+	}
+	s.mu.Unlock()
+
+	var errs []error
+	for _, m := range ms {
+		m.gate() // abort a join in progress too
+		m.shutdown()
+	}
+	for _, m := range ms {
+		<-m.done
+		if m.closeErr != nil {
+			errs = append(errs, m.closeErr)
+		}
+	}
+	s.wg.Wait()
+
+	s.metaMu.Lock()
+	if s.metaConn != nil {
+		_ = s.metaConn.Close()
+		s.metaConn = nil
+	}
+	s.metaMu.Unlock()
+	s.transport.CloseIdleConnections()
+	s.cancel()
+	return errors.Join(errs...)
+}
+
+func (s *Source) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Topics lists every topic of the cluster, internal ones (names starting with
+// "__") included, sorted by name. The listing comes from a Metadata request
+// sent now on the Source's metadata connection, never from a cache, so topics
+// created or deleted moments ago are reflected. When the listing disagrees
+// with the Transport's routing cache (a new topic, a changed partition count
+// or leader), that cache is refreshed too, so Fetch and Watermarks on a new
+// topic work right away.
+func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("kafka: list topics: %w", ErrClosed)
+	}
+	parts, err := s.readPartitions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: list topics: %w", err)
+	}
+	type tpKey struct {
+		topic string
+		id    int
+	}
+	counts := make(map[string]int)
+	leaders := make(map[tpKey]int, len(parts))
+	for _, p := range parts {
+		counts[p.Topic]++
+		leaders[tpKey{p.Topic, p.ID}] = p.Leader.ID
+	}
+	out := make([]mirror.Topic, 0, len(counts))
+	for name, n := range counts {
+		out = append(out, mirror.Topic{Name: name, Partitions: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+
+	// Bring the Transport's routing cache in line with what we just saw.
+	cached, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{})
+	stale := err != nil
+	if err == nil {
+		seen := make(map[string]int, len(cached.Topics))
+		for _, t := range cached.Topics {
+			if t.Error != nil {
+				continue
+			}
+			seen[t.Name] = len(t.Partitions)
+			for _, p := range t.Partitions {
+				if l, ok := leaders[tpKey{t.Name, p.ID}]; ok && l != p.Leader.ID {
+					stale = true
+				}
+			}
+		}
+		for name, n := range counts {
+			if seen[name] != n {
+				stale = true
+			}
+		}
+	}
+	if stale {
+		s.log.Debug("refreshing transport metadata after topic listing")
+		s.refreshMetadata(time.Now())
+	}
+	return out, nil
+}
+
+// readPartitions sends a Metadata request for all topics on the reusable
+// metadata connection, dialling it when needed.
+func (s *Source) readPartitions(ctx context.Context) ([]kafkago.Partition, error) {
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	if s.metaConn == nil {
+		c, err := s.dialAny(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.metaConn = c
+	}
+	c := s.metaConn
+	deadline := time.Now().Add(s.opts.RequestTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := c.SetDeadline(deadline); err != nil {
+		s.dropMetaConn()
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	parts, err := c.ReadPartitions()
+	stop()
+	if err != nil {
+		s.dropMetaConn()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return nil, err
+	}
+	return parts, nil
+}
+
+func (s *Source) dropMetaConn() {
+	if s.metaConn != nil {
+		_ = s.metaConn.Close()
+		s.metaConn = nil
+	}
+}
+
+// dialAny dials the bootstrap brokers in order until one answers.
+func (s *Source) dialAny(ctx context.Context) (*kafkago.Conn, error) {
+	var errs []error
+	for _, b := range s.opts.Brokers {
+		c, err := s.dialer.DialContext(ctx, "tcp", b)
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// refreshMetadata drops the Transport's connection pools so that the next
+// request starts from a fresh Metadata response (kafka-go offers no other way
+// to invalidate its cache). In-flight requests finish on the old pool. A
+// refresh is skipped when another one happened after since (the moment the
+// caller's failed request started): the pool is fresher than that request.
+func (s *Source) refreshMetadata(since time.Time) {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if s.lastRefresh.After(since) {
+		return
+	}
+	s.lastRefresh = time.Now()
+	s.transport.CloseIdleConnections()
+}
+
+// staleRouting reports whether err says the Transport routed a request with
+// outdated metadata (unknown topic or partition, moved leader).
+func staleRouting(err error) bool {
+	for _, target := range []error{
+		protocol.ErrNoTopic, protocol.ErrNoPartition, protocol.ErrNoLeader,
+		kafkago.UnknownTopicOrPartition, kafkago.NotLeaderForPartition,
+		kafkago.LeaderNotAvailable, kafkago.FencedLeaderEpoch, kafkago.UnknownLeaderEpoch,
+		kafkago.NotCoordinatorForGroup, kafkago.GroupCoordinatorNotAvailable,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// withRetry runs call and, when it fails because of stale routing
+// metadata, refreshes the Transport's metadata and runs it once more.
+func (s *Source) withRetry(ctx context.Context, call func(context.Context) error) error {
+	start := time.Now()
+	err := call(ctx)
+	if err != nil && staleRouting(err) && ctx.Err() == nil {
+		s.log.Debug("retrying after stale metadata", "err", err)
+		s.refreshMetadata(start)
+		err = call(ctx)
+	}
+	return err
+}
+
+// requestCtx bounds one round trip by RequestTimeout (plus extra).
+func (s *Source) requestCtx(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.RequestTimeout+extra)
+}
+
+// Watermarks returns, for each partition, the log start offset and the last
+// stable offset (ListOffsets earliest and latest under read_committed
+// isolation, which Kafka answers with the LSO: the end below which no
+// transaction is still open; without transactions it equals the high
+// watermark).
+func (s *Source) Watermarks(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]mirror.Watermarks, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("kafka: watermarks: %w", ErrClosed)
+	}
+	out := make(map[mirror.TopicPartition]mirror.Watermarks, len(tps))
+	if len(tps) == 0 {
+		return out, nil
+	}
+	req := &kafkago.ListOffsetsRequest{
+		Topics:         make(map[string][]kafkago.OffsetRequest),
+		IsolationLevel: kafkago.ReadCommitted,
+	}
+	for _, tp := range tps {
+		p := int(tp.Partition)
+		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.FirstOffsetOf(p), kafkago.LastOffsetOf(p))
+	}
+	var res *kafkago.ListOffsetsResponse
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		defer cancel()
+		var err error
+		res, err = s.client.ListOffsets(rctx, req)
+		if err != nil {
+			return err
+		}
+		for topic, ps := range res.Topics {
+			for _, p := range ps {
+				if p.Error != nil {
+					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: watermarks of %d partitions: %w", len(tps), err)
+	}
+	for topic, ps := range res.Topics {
+		for _, p := range ps {
+			out[mirror.TopicPartition{Topic: topic, Partition: int32(p.Partition)}] = mirror.Watermarks{Start: p.FirstOffset, End: p.LastOffset}
+		}
+	}
+	for _, tp := range tps {
+		if _, ok := out[tp]; !ok {
+			return nil, fmt.Errorf("kafka: watermarks: no answer for %s", tp)
+		}
+	}
+	return out, nil
+}
+
+// Committed returns the group's committed offsets (OffsetFetch), NoOffset
+// where the group has committed nothing.
+func (s *Source) Committed(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]int64, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("kafka: committed offsets: %w", ErrClosed)
+	}
+	out := make(map[mirror.TopicPartition]int64, len(tps))
+	if len(tps) == 0 {
+		return out, nil
+	}
+	req := &kafkago.OffsetFetchRequest{GroupID: s.opts.Group, Topics: make(map[string][]int)}
+	for _, tp := range tps {
+		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], int(tp.Partition))
+	}
+	var res *kafkago.OffsetFetchResponse
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		defer cancel()
+		var err error
+		if res, err = s.client.OffsetFetch(rctx, req); err != nil {
+			return err
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		for topic, ps := range res.Topics {
+			for _, p := range ps {
+				if p.Error != nil {
+					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: committed offsets of group %q: %w", s.opts.Group, err)
+	}
+	for _, tp := range tps {
+		out[tp] = mirror.NoOffset
+	}
+	for topic, ps := range res.Topics {
+		for _, p := range ps {
+			tp := mirror.TopicPartition{Topic: topic, Partition: int32(p.Partition)}
+			if _, asked := out[tp]; !asked {
+				continue
+			}
+			if p.CommittedOffset >= 0 {
+				out[tp] = p.CommittedOffset
+			}
+		}
+	}
+	return out, nil
+}
+
+// retryLeaves sends LeaveGroup for members whose leave failed earlier,
+// best effort; a member still failing stays listed.
+func (s *Source) retryLeaves(ctx context.Context) {
+	s.mu.Lock()
+	ids := s.unleft
+	s.unleft = nil
+	s.mu.Unlock()
+	var still []string
+	for _, id := range ids {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		err := s.leaveGroup(rctx, id)
+		cancel()
+		if err != nil {
+			still = append(still, id)
+			continue
+		}
+		s.log.Debug("left group on behalf of an earlier member", "member", id)
+	}
+	if len(still) > 0 {
+		s.mu.Lock()
+		s.unleft = append(s.unleft, still...)
+		s.mu.Unlock()
+	}
+}
+
+// leaveGroup sends LeaveGroup for memberID; an already-unknown member counts
+// as left.
+func (s *Source) leaveGroup(ctx context.Context, memberID string) error {
+	res, err := s.client.LeaveGroup(ctx, &kafkago.LeaveGroupRequest{
+		GroupID: s.opts.Group,
+		Members: []kafkago.LeaveGroupRequestMember{{ID: memberID}},
+	})
+	if err == nil && res.Error != nil {
+		err = res.Error
+	}
+	if err == nil {
+		for _, m := range res.Members {
+			if m.Error != nil {
+				err = m.Error
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, kafkago.UnknownMemberId) {
+		return fmt.Errorf("kafka: leave group %q as %s: %w", s.opts.Group, memberID, err)
+	}
+	return nil
+}
