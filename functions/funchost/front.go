@@ -1,0 +1,191 @@
+package funchost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/ehmirror/ehmirror/functions"
+)
+
+// Routes returns the public routes of the HTTP functions, sorted by
+// function name.
+func (h *Host) Routes() []Route {
+	out := make([]Route, 0, len(h.routes))
+	for _, rt := range h.routes {
+		out = append(out, rt.route)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Function < out[j].Function })
+	return out
+}
+
+// Handler returns the host's public HTTP front end:
+//
+//   - /<routePrefix>/<route> for each HTTP function: route template and
+//     methods from function.json (404 when nothing matches, as the host);
+//     authLevel enforced with Keys (a key in ?code= or x-functions-key;
+//     401 without a valid one); the request becomes Data.req of a JSON
+//     envelope POSTed to /<FunctionName>; Outputs.res becomes the
+//     response; a failed invocation answers 500.
+//   - POST /admin/functions/<name> (master key): fires a non-HTTP function
+//     in the background, 202, like the host's admin API.
+//   - GET /admin/host/status (master key): the host's state as JSON.
+//   - GET /: a plain "up and running" page.
+func (h *Host) Handler() http.Handler { return frontEnd{h} }
+
+type frontEnd struct{ h *Host }
+
+// ServeHTTP implements http.Handler.
+func (f frontEnd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.EscapedPath()
+	switch {
+	case path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "Your Functions app is up and running (funchost, a local Azure Functions host for custom handlers).\n")
+	case strings.HasPrefix(strings.ToLower(path), "/admin/"):
+		f.serveAdmin(w, r, path)
+	default:
+		f.serveFunction(w, r, path)
+	}
+}
+
+// matchRoute finds the best route for a path and method.
+func (h *Host) matchRoute(path, method string) (*compiledRoute, map[string]string) {
+	var best *compiledRoute
+	var bestParams map[string]string
+	for _, rt := range h.routes {
+		if h.disabled(rt.fn) {
+			continue
+		}
+		params, ok := rt.match(path)
+		if !ok || (rt.methods != nil && !rt.methods[method]) {
+			continue
+		}
+		if best == nil || rt.precedence() < best.precedence() {
+			best, bestParams = rt, params
+		}
+	}
+	return best, bestParams
+}
+
+func (f frontEnd) serveFunction(w http.ResponseWriter, r *http.Request, path string) {
+	h := f.h
+	rt, params := h.matchRoute(path, r.Method)
+	if rt == nil {
+		http.NotFound(w, r)
+		return
+	}
+	fn := rt.fn
+	id, ok := h.keys.authorize(r, fn.Name, fn.Trigger().AuthLevel)
+	if !ok {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var body []byte
+	if r.ContentLength > 0 {
+		limit := h.opts.MaxRequestBytes
+		if limit <= 0 {
+			limit = defaultMaxRequestBytes
+		}
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	res, err := h.invokeHTTP(r.Context(), fn, r, body, params, []functions.Identity{id})
+	if err != nil || res.Err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	writeOutput(w, r, res.HTTP)
+}
+
+// writeOutput writes an http output binding as the response (HttpBinding).
+func writeOutput(w http.ResponseWriter, r *http.Request, out *functions.HTTPOutput) {
+	if out == nil {
+		out = &functions.HTTPOutput{StatusCode: http.StatusOK}
+	}
+	for k, v := range out.Headers {
+		switch strings.ToLower(k) {
+		case "content-length", "transfer-encoding":
+			continue
+		}
+		w.Header().Set(k, v)
+	}
+	if out.Body != "" && w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	status := out.StatusCode
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		io.WriteString(w, out.Body)
+	}
+}
+
+func (f frontEnd) serveAdmin(w http.ResponseWriter, r *http.Request, path string) {
+	h := f.h
+	if _, ok := h.keys.authorize(r, "", "admin"); !ok {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	lower := strings.ToLower(strings.TrimSuffix(path, "/"))
+	switch {
+	case lower == "/admin/host/status" && r.Method == http.MethodGet:
+		state := "Running"
+		select {
+		case <-h.done:
+			state = "Stopped"
+			if h.Err() != nil {
+				state = "Error"
+			}
+		default:
+		}
+		errs := map[string]string{}
+		for name, err := range h.funcErrors {
+			errs[name] = err.Error()
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		json.NewEncoder(w).Encode(map[string]any{"state": state, "version": h.hostVersion, "functionErrors": errs})
+	case strings.HasPrefix(lower, "/admin/functions/") && r.Method == http.MethodPost:
+		name := path[len("/admin/functions/"):]
+		fn, err := h.function(name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		ts, ok := h.timers[fn.Name]
+		if !ok {
+			http.Error(w, "funchost: only timer functions can be invoked through the admin API", http.StatusBadRequest)
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			defer cancel()
+			select {
+			case <-h.done:
+			case <-ctx.Done():
+			}
+		}()
+		go func() {
+			defer cancel()
+			h.fireTimer(ctx, ts, fireManual, TimerInvocation{})
+		}()
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		http.NotFound(w, r)
+	}
+}

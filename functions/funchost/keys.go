@@ -1,0 +1,139 @@
+package funchost
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/ehmirror/ehmirror/functions"
+)
+
+// Keys are a function app's access keys. A request presents one as the
+// "code" query parameter or the x-functions-key header.
+type Keys struct {
+	// Master is the admin key ("_master"): admin level, valid everywhere.
+	Master string
+	// Host are host keys by name (e.g. "default"): function level, valid
+	// for every function.
+	Host map[string]string
+	// Function are function keys by function name (case-insensitive) and
+	// key name: function level, valid for that function only.
+	Function map[string]map[string]string
+}
+
+// MasterKeyName is the key name of Keys.Master in identities.
+const MasterKeyName = "_master"
+
+// GenerateKeys returns random keys: a master key and a host key named
+// "default".
+func GenerateKeys() (Keys, error) {
+	master, err := randomKey()
+	if err != nil {
+		return Keys{}, err
+	}
+	def, err := randomKey()
+	if err != nil {
+		return Keys{}, err
+	}
+	return Keys{Master: master, Host: map[string]string{"default": def}}, nil
+}
+
+func randomKey() (string, error) {
+	b := make([]byte, 40)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate function key: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// DefaultKey returns the host key named "default", else any host key, else
+// the master key: a key that calls every function-level function.
+func (k Keys) DefaultKey() string {
+	if v, ok := k.Host["default"]; ok {
+		return v
+	}
+	for _, name := range sortedKeys(k.Host) {
+		return k.Host[name]
+	}
+	return k.Master
+}
+
+func (k Keys) empty() bool {
+	return k.Master == "" && len(k.Host) == 0 && len(k.Function) == 0
+}
+
+func (k Keys) clone() Keys {
+	out := Keys{Master: k.Master, Host: map[string]string{}, Function: map[string]map[string]string{}}
+	for n, v := range k.Host {
+		out.Host[n] = v
+	}
+	for fn, keys := range k.Function {
+		m := map[string]string{}
+		for n, v := range keys {
+			m[n] = v
+		}
+		out.Function[fn] = m
+	}
+	return out
+}
+
+// presentedKey returns the key a request presents: ?code= wins over the
+// x-functions-key header, as in the host.
+func presentedKey(r *http.Request) string {
+	if code := r.URL.Query().Get("code"); code != "" {
+		return code
+	}
+	return r.Header.Get("x-functions-key")
+}
+
+func equalKey(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// authorize checks a request against a function's authLevel and returns
+// the identity the host attaches: for a valid key the WebJobsAuthLevel
+// identity (level "Admin" or "Function", keyid claim = key name), else the
+// unauthenticated identity. ok is false when the level requires a key the
+// request does not present.
+func (k Keys) authorize(r *http.Request, function, authLevel string) (id functions.Identity, ok bool) {
+	key := presentedKey(r)
+	level, name := "", ""
+	switch {
+	case key == "":
+	case equalKey(key, k.Master):
+		level, name = "Admin", MasterKeyName
+	default:
+		for _, n := range sortedKeys(k.Host) {
+			if equalKey(key, k.Host[n]) {
+				level, name = "Function", n
+				break
+			}
+		}
+		if level == "" {
+			for fn, keys := range k.Function {
+				if !strings.EqualFold(fn, function) {
+					continue
+				}
+				for _, n := range sortedKeys(keys) {
+					if equalKey(key, keys[n]) {
+						level, name = "Function", n
+						break
+					}
+				}
+			}
+		}
+	}
+	switch {
+	case authLevel == "admin" && level != "Admin":
+		return functions.Identity{}, false
+	case authLevel == "function" && level == "":
+		return functions.Identity{}, false
+	case level == "":
+		return functions.AnonymousIdentity(), true
+	default:
+		return functions.KeyIdentity(level, name), true
+	}
+}
