@@ -253,7 +253,9 @@ func (a *app) status(c echo.Context) error {
 		body.Run = &st
 	}
 	body.CatchUps = a.service.CatchUps()
-	body.Drains = a.service.Reports()
+	if reports := a.service.Reports(); len(reports) > 0 {
+		body.Drains = reports
+	}
 	body.OK = err == nil
 	status := http.StatusOK
 	if err != nil {

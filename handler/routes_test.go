@@ -48,7 +48,7 @@ func TestStatusURLFor(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://localhost:7071/api/catchup?code=abc": "http://localhost:7071/api/status?code=abc&run=r1",
 		"https://app.azurewebsites.net/api/catchup":  "https://app.azurewebsites.net/api/status?run=r1",
-		"":                                         "/api/status?run=r1",
+		"": "/api/status?run=r1",
 	} {
 		if got := statusURLFor(in, "r1"); got != want {
 			t.Errorf("statusURLFor(%q) = %q, want %q", in, got, want)

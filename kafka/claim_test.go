@@ -365,3 +365,15 @@ func TestClaimCancelled(t *testing.T) {
 		<-cl.Lost()
 	}
 }
+
+// TestCommittedOfAGroupThatNeverCommitted: an unknown group has nothing
+// committed; that is not an error (the status page asks before any drain).
+func TestCommittedOfAGroupThatNeverCommitted(t *testing.T) {
+	c := newCluster(t)
+	s := newTestSource(t, c.ListenAddrs(), "never-joined")
+	tp := mirror.TopicPartition{Topic: "prod.test1", Partition: 0}
+	got, err := s.Committed(context.Background(), []mirror.TopicPartition{tp})
+	if err != nil || got[tp] != mirror.NoOffset {
+		t.Fatalf("Committed = %v, %v; want NoOffset, nil", got, err)
+	}
+}

@@ -401,6 +401,12 @@ func (s *Source) Committed(ctx context.Context, tps []mirror.TopicPartition) (ma
 		if res, err = s.client.OffsetFetch(rctx, req); err != nil {
 			return err
 		}
+		if errors.Is(res.Error, kafkago.GroupIdNotFound) {
+			// A group that never committed: kfake answers so; Kafka
+			// answers -1 offsets. Both mean nothing is committed.
+			res = &kafkago.OffsetFetchResponse{}
+			return nil
+		}
 		if res.Error != nil {
 			return res.Error
 		}
