@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ehmirror/ehmirror/functions/ncrontab"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -192,8 +193,8 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	}
 
 	s.Schedule = l.text(MirrorSchedule, DefaultSchedule)
-	if n := len(strings.Fields(s.Schedule)); n != 5 && n != 6 {
-		l.problem(MirrorSchedule, "%q has %d fields; want an NCRONTAB expression with 6 fields, e.g. %q", s.Schedule, n, DefaultSchedule)
+	if _, err := ncrontab.Parse(s.Schedule); err != nil {
+		l.problem(MirrorSchedule, "%q: %v; want an NCRONTAB expression with 6 fields, e.g. %q", s.Schedule, err, DefaultSchedule)
 	}
 	s.Limits.MaxRecords = l.count(MirrorMaxRecords)
 	s.Limits.MaxBytes = l.size(MirrorMaxBytes, 0)
@@ -451,4 +452,18 @@ func Secrets(getenv func(string) string) []string {
 		}
 	}
 	return out
+}
+
+// CheckBudget reports a drain duration that is not well inside the host's
+// functionTimeout (at most 80% of it), since a timed-out invocation makes
+// the host kill the whole handler. A zero functionTimeout means unbounded.
+func (s Settings) CheckBudget(functionTimeout time.Duration) *Problem {
+	if functionTimeout <= 0 {
+		return nil
+	}
+	limit := functionTimeout * 8 / 10
+	if s.Limits.MaxDuration > limit {
+		return &Problem{Setting: MirrorMaxDuration, Message: fmt.Sprintf("%s is not well inside functionTimeout %s from host.json; keep it at most %s", s.Limits.MaxDuration, functionTimeout, limit)}
+	}
+	return nil
 }

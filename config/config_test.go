@@ -169,3 +169,18 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckBudget(t *testing.T) {
+	env := valid()
+	env[MirrorMaxDuration] = "9m"
+	s, _ := Load(getenv(env))
+	if p := s.CheckBudget(10 * time.Minute); p == nil || p.Setting != MirrorMaxDuration || !strings.Contains(p.String(), "functionTimeout 10m0s") {
+		t.Errorf("9m inside a 10m functionTimeout: %v", p)
+	}
+	if p := s.CheckBudget(30 * time.Minute); p != nil {
+		t.Errorf("9m inside 30m: %v", p)
+	}
+	if p := s.CheckBudget(0); p != nil {
+		t.Errorf("unbounded functionTimeout: %v", p)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -32,6 +33,13 @@ type app struct {
 // never fails: problems are kept and reported by every invocation.
 func newApp(getenv func(string) string, logger *slog.Logger, r *redactor) *app {
 	s, problems := config.Load(getenv)
+	if root := getenv(functions.EnvAppRoot); root != "" {
+		if hc, err := functions.LoadHostConfig(root); err != nil {
+			logger.Warn("reading host.json to check the drain budget", "err", err)
+		} else if p := s.CheckBudget(hc.FunctionTimeout); p != nil {
+			problems = append(problems, *p)
+		}
+	}
 	a := &app{settings: s, problems: problems, logger: logger, redactor: r}
 	if len(problems) > 0 {
 		return a
