@@ -24,6 +24,8 @@ import (
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/functions/funchost"
+	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // These tests are the host contract of issue 4: they build the function app
@@ -227,6 +229,80 @@ func TestHostContract(t *testing.T) {
 	t.Run("timer, catch-up and status", func(t *testing.T) { testMirrorFunctions(t, app) })
 	t.Run("invalid settings are reported, not crashed on", func(t *testing.T) { testInvalidSettings(t, app) })
 	t.Run("response shapes match the bindings", func(t *testing.T) { testResponseShapes(t, app) })
+	t.Run("SIGINT mid-drain commits what was acknowledged and exits", func(t *testing.T) { testGracefulStop(t, app) })
+}
+
+// testGracefulStop interrupts the handler in the middle of a slow drain: it
+// must exit within a few seconds, and every committed offset must have all
+// records below it in Event Hubs.
+func testGracefulStop(t *testing.T, app string) {
+	w := newWorld(t)
+	w.produce(t, 5000)
+	settings := w.settings()
+	settings["MIRROR_INFLIGHT_BYTES"] = "16KiB" // small batches, each acknowledged late
+	out := &capture{}
+	h, _ := startHost(t, app, settings, out)
+	w.emu.Faults().DelayDispositions(50 * time.Millisecond)
+
+	done := make(chan *funchost.Result, 1)
+	go func() {
+		res, _ := h.InvokeTimer(context.Background(), "MirrorTimer", funchost.TimerInvocation{})
+		done <- res
+	}()
+	for w.emu.Stats().EventsStored == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := h.Interrupt(ctx); err != nil {
+		t.Fatalf("interrupt: %v\n%s", err, out)
+	}
+	if took := time.Since(start); took > 12*time.Second {
+		t.Errorf("the handler took %s to stop", took)
+	}
+	<-done
+	stored := w.emu.Stats().EventsStored
+	if stored == 0 || stored >= 5000 {
+		t.Fatalf("expected an interrupted drain, Event Hubs holds %d events", stored)
+	}
+	src, err := kafka.NewSource(kafka.Options{Brokers: w.cluster.ListenAddrs(), Group: "ehmirror", SASL: kafka.SASL{Mechanism: "plain", Username: kafkaUser, Password: kafkaPassword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	inHubs := map[string]bool{}
+	var tps []mirror.TopicPartition
+	for _, topic := range seedTopics {
+		for p := range 4 {
+			tps = append(tps, mirror.TopicPartition{Topic: topic, Partition: int32(p)})
+			for _, ev := range w.emu.Events(topic, p) {
+				r, err := mirror.RecordFromEvent(ev.Body, ev.Properties)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inHubs[mirror.MessageID(r.Topic, r.Partition, r.Offset)] = true
+			}
+		}
+	}
+	committed, err := src.Committed(context.Background(), tps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for tp, c := range committed {
+		for o := int64(0); o < c; o++ {
+			if !inHubs[mirror.MessageID(tp.Topic, tp.Partition, o)] {
+				t.Fatalf("%s: offset %d committed past %d, which is not in Event Hubs", tp, c, o)
+			}
+		}
+		sum += max(c, 0)
+	}
+	if sum == 0 {
+		t.Errorf("nothing committed although %d events were acknowledged", stored)
+	}
+	t.Logf("interrupted after %d events stored; %d records committed", stored, sum)
 }
 
 func testMirrorFunctions(t *testing.T, app string) {
