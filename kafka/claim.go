@@ -100,6 +100,20 @@ func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, erro
 	if err != nil {
 		return nil, fmt.Errorf("kafka: claim group %q topics %v: %w", s.opts.Group, ts, err)
 	}
+	// Read the committed offsets ourselves: kafka-go's join maps a
+	// partition-level OffsetFetch error (COORDINATOR_LOAD_IN_PROGRESS while
+	// a coordinator loads the group) to "nothing committed", which would
+	// restart the partition at the earliest or latest offset.
+	tps := make([]mirror.TopicPartition, 0, len(c.g.assigned))
+	for tp := range c.g.assigned {
+		tps = append(tps, tp)
+	}
+	if c.committed, err = s.Committed(ctx, tps); err != nil {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = c.Release(releaseCtx)
+		return nil, fmt.Errorf("kafka: claim group %q: reading committed offsets: %w", s.opts.Group, err)
+	}
 	s.log.Debug("claimed", "generation", c.g.gen.ID, "member", c.g.gen.MemberID,
 		"partitions", len(c.g.assigned), "took", time.Since(start))
 	return c, nil
@@ -466,6 +480,9 @@ func (c *trackedConn) Close() error {
 type claim struct {
 	m *membership
 	g *generation
+	// committed are the owned partitions' committed offsets, read after
+	// the generation began.
+	committed map[mirror.TopicPartition]int64
 
 	releaseOnce sync.Once
 	releaseErr  error
@@ -474,10 +491,15 @@ type claim struct {
 var _ mirror.Claim = (*claim)(nil)
 
 // Assigned returns a copy of the owned partitions with their committed
-// offsets (mirror.NoOffset where none), as read when the generation began.
+// offsets (mirror.NoOffset where none), read with OffsetFetch after the
+// generation began; an OffsetFetch error fails the Claim instead.
 func (c *claim) Assigned() map[mirror.TopicPartition]int64 {
 	out := make(map[mirror.TopicPartition]int64, len(c.g.assigned))
-	for tp, off := range c.g.assigned {
+	for tp := range c.g.assigned {
+		off, ok := c.committed[tp]
+		if !ok {
+			off = mirror.NoOffset
+		}
 		out[tp] = off
 	}
 	return out

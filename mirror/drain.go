@@ -437,7 +437,7 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		return false
 	}
 	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev}
-	ps.add(r.Offset)
+	ps.add(r)
 	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
 	select {
 	case s.in <- it:
@@ -455,9 +455,14 @@ func (d *drain) commit(ctx context.Context) error {
 	defer d.commitMu.Unlock()
 	offsets := make(map[TopicPartition]int64)
 	for _, ps := range d.order {
-		if p := ps.commitPoint(); p > ps.lastCommitted() {
-			offsets[ps.tp] = p
+		p, last := ps.commitPoint()
+		if p <= ps.lastCommitted() || ps.isRecreated() {
+			continue
 		}
+		if last != nil && !d.stillInLog(ctx, ps, last) {
+			continue
+		}
+		offsets[ps.tp] = p
 	}
 	if len(offsets) == 0 {
 		return nil
@@ -469,6 +474,43 @@ func (d *drain) commit(ctx context.Context) error {
 		d.states[tp].committedAt(off)
 	}
 	return nil
+}
+
+// stillInLog is the commit guard: it checks that the last acknowledged
+// record below a commit point is still the record at its offset. When the
+// topic was deleted and recreated during the drain, the offsets belong to
+// another log; the partition is then failed and not committed, so the new
+// topic's records are not skipped.
+func (d *drain) stillInLog(ctx context.Context, ps *partitionState, last *ackedRecord) bool {
+	f, err := d.m.source.Fetch(ctx, ps.tp, last.offset, 1)
+	switch {
+	case errors.Is(err, ErrOffsetOutOfRange):
+		wms, werr := d.m.source.Watermarks(ctx, []TopicPartition{ps.tp})
+		wm, ok := wms[ps.tp]
+		if werr != nil || !ok {
+			return false // cannot check now; commit later
+		}
+		if last.offset < wm.Start {
+			// Retention removed it after it was mirrored: same log.
+			return true
+		}
+		ps.recreated(fmt.Errorf("offset %d, mirrored in this drain, is no longer in the log (end %d): the topic was deleted and recreated or truncated; not committed, the next drain starts over", last.offset, wm.End))
+		return false
+	case err != nil:
+		// Cannot check now; commit later.
+		d.logger.WarnContext(ctx, "checking the partition before a commit", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "err", err)
+		return false
+	}
+	for i := range f.Records {
+		if r := &f.Records[i]; r.Offset == last.offset {
+			if fingerprintOf(r) == last.fp {
+				return true
+			}
+			break
+		}
+	}
+	ps.recreated(fmt.Errorf("the record at offset %d is not the one mirrored in this drain: the topic was deleted and recreated; not committed, the next drain starts over", last.offset))
+	return false
 }
 
 // report fills the drain's report.

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"hash/crc32"
 	"sort"
 	"sync"
 )
@@ -28,16 +29,47 @@ type partitionState struct {
 	end       int64           // latest known end offset
 	failed    bool
 	err       error
-	records   int64
-	bytes     int64
-	skipped   []int64
-	first     int64
-	last      int64
+	// changedLog is set when the topic was deleted and recreated during
+	// the drain: nothing more is committed.
+	changedLog bool
+	lastAcked  *ackedRecord // last acknowledged record popped, for the commit guard
+	records    int64
+	bytes      int64
+	skipped    []int64
+	first      int64
+	last       int64
 }
 
 type pendingRecord struct {
 	offset int64
 	done   bool
+	acked  bool // done because Event Hubs accepted it (not skipped)
+	fp     fingerprint
+}
+
+// fingerprint identifies a record's content, so that a commit can check that
+// the record at an offset is still the one that was mirrored: a topic
+// deleted and recreated under the same name reuses offsets, and Kafka
+// commits name topics, not topic ids.
+type fingerprint struct {
+	timestamp int64
+	size      int
+	crc       uint32
+}
+
+func fingerprintOf(r *Record) fingerprint {
+	h := crc32.NewIEEE()
+	h.Write(r.Key)
+	h.Write([]byte{0})
+	h.Write(r.Value)
+	return fingerprint{timestamp: r.Time.UnixMilli(), size: len(r.Value), crc: h.Sum32()}
+}
+
+// acked is the last acknowledged record below the commit point; the commit
+// guard checks that it is still in the log.
+type ackedRecord struct {
+	offset int64
+	fp     fingerprint
 }
 
 func newPartitionState(tp TopicPartition, hub string, committed int64) *partitionState {
@@ -52,11 +84,11 @@ func (p *partitionState) begin(start, end int64) {
 	p.lagBefore = max(end-start, 0)
 }
 
-// add records that the record at offset was handed to a sender.
-func (p *partitionState) add(offset int64) {
+// add records that r was handed to a sender.
+func (p *partitionState) add(r *Record) {
 	p.mu.Lock()
-	p.pending = append(p.pending, pendingRecord{offset: offset})
-	p.next = offset + 1
+	p.pending = append(p.pending, pendingRecord{offset: r.Offset, fp: fingerprintOf(r)})
+	p.next = r.Offset + 1
 	p.mu.Unlock()
 }
 
@@ -89,7 +121,7 @@ func (p *partitionState) ack(offset int64, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r := p.find(offset); r != nil {
-		r.done = true
+		r.done, r.acked = true, true
 	}
 	p.records++
 	p.bytes += int64(size)
@@ -119,6 +151,23 @@ func (p *partitionState) fail(err error) {
 	}
 }
 
+// recreated fails the partition because its log changed under the drain;
+// it is never committed again by this drain.
+func (p *partitionState) recreated(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.changedLog = true
+	if !p.failed {
+		p.failed, p.err = true, err
+	}
+}
+
+func (p *partitionState) isRecreated() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changedLog
+}
+
 func (p *partitionState) isFailed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -126,22 +175,25 @@ func (p *partitionState) isFailed() bool {
 }
 
 // commitPoint pops acknowledged records and returns the offset that may be
-// committed now.
-func (p *partitionState) commitPoint() int64 {
+// committed now, with the last acknowledged record below it (nil if none).
+func (p *partitionState) commitPoint() (int64, *ackedRecord) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.head < len(p.pending) && p.pending[p.head].done {
+		if r := p.pending[p.head]; r.acked {
+			p.lastAcked = &ackedRecord{offset: r.offset, fp: r.fp}
+		}
 		p.head++
 	}
 	if p.head == len(p.pending) {
 		p.pending, p.head = p.pending[:0], 0
-		return p.next
+		return p.next, p.lastAcked
 	}
 	if p.head > 1024 && p.head > len(p.pending)/2 {
 		p.pending = append(p.pending[:0], p.pending[p.head:]...)
 		p.head = 0
 	}
-	return p.pending[p.head].offset
+	return p.pending[p.head].offset, p.lastAcked
 }
 
 // committedAt records a successful commit.

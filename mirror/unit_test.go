@@ -126,29 +126,30 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 	ps := newPartitionState(TopicPartition{"t", 0}, "t", NoOffset)
 	ps.begin(10, 20)
 	for o := int64(10); o < 15; o++ {
-		ps.add(o)
+		ps.add(&Record{Offset: o, Value: []byte{byte(o)}})
 	}
-	if got := ps.commitPoint(); got != 10 {
+	point := func() int64 { p, _ := ps.commitPoint(); return p }
+	if got := point(); got != 10 {
 		t.Fatalf("nothing acked: commit point %d, want 10", got)
 	}
 	ps.ack(11, 1)
 	ps.ack(12, 1)
-	if got := ps.commitPoint(); got != 10 {
+	if got := point(); got != 10 {
 		t.Fatalf("10 unacked: commit point %d, want 10", got)
 	}
 	ps.ack(10, 1)
-	if got := ps.commitPoint(); got != 13 {
-		t.Fatalf("10..12 acked: commit point %d, want 13", got)
+	if got, last := ps.commitPoint(); got != 13 || last == nil || last.offset != 12 {
+		t.Fatalf("10..12 acked: commit point %d (last %+v), want 13 after 12", got, last)
 	}
 	ps.skip(13)
 	ps.ack(14, 1)
 	ps.advance(17) // the fetch skipped control records up to 17
-	if got := ps.commitPoint(); got != 17 {
-		t.Fatalf("all done: commit point %d, want 17", got)
+	if got, last := ps.commitPoint(); got != 17 || last.offset != 14 || last.fp != fingerprintOf(&Record{Offset: 14, Value: []byte{14}}) {
+		t.Fatalf("all done: commit point %d (last %+v), want 17 after 14", got, last)
 	}
-	ps.add(17)
+	ps.add(&Record{Offset: 17})
 	ps.fail(errTest)
-	if got := ps.commitPoint(); got != 17 {
+	if got := point(); got != 17 {
 		t.Fatalf("failed record: commit point %d, want 17", got)
 	}
 }

@@ -1,0 +1,239 @@
+package emulator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults applied by [Start] to zero fields of [Config] and [HubConfig].
+const (
+	DefaultListen         = "127.0.0.1:5672"
+	DefaultNamespace      = "emulator"
+	DefaultKeyName        = "RootManageSharedAccessKey"
+	DefaultKey            = "SAS_KEY_VALUE"
+	DefaultRetention      = 24 * time.Hour
+	DefaultMaxMessageSize = 1 << 20 // 1 MiB, the Standard tier's limit
+	DefaultConsumerGroup  = "$Default"
+	MaxPartitionCount     = 32
+)
+
+// HubConfig describes one event hub.
+type HubConfig struct {
+	// Name is the event hub's name (case-insensitive, as in the service).
+	Name string
+	// PartitionCount is the number of partitions, 1 to 32. Partition ids are
+	// "0" to "PartitionCount-1".
+	PartitionCount int
+	// ConsumerGroups lists consumer groups besides $Default, which always exists.
+	ConsumerGroups []string
+	// Retention is how long events are kept (default 24h); older events are
+	// dropped, measured with Config.Now.
+	Retention time.Duration
+	// MaxMessageSize is the largest delivery a producer may send, advertised as
+	// the producer link's max-message-size (default 1 MiB).
+	MaxMessageSize int64
+	// MaxPartitionBytes, when positive, caps the bytes of retained events per
+	// partition: the oldest events are dropped first. Counters keep counting.
+	MaxPartitionBytes int64
+}
+
+// Config configures a [Server].
+type Config struct {
+	// Listen is the TCP address to listen on (default 127.0.0.1:5672; use
+	// port 0 to pick a free port).
+	Listen string
+	// Namespace names the emulated namespace in error descriptions
+	// (default "emulator").
+	Namespace string
+	// KeyName and Key are the shared access key name and key that SAS tokens
+	// are checked against (defaults RootManageSharedAccessKey and
+	// SAS_KEY_VALUE, like Microsoft's emulator).
+	KeyName, Key string
+	// AcceptAnyToken skips SAS token validation: every put-token succeeds and
+	// links need no claim.
+	AcceptAnyToken bool
+	// Hubs are the event hubs that exist from the start.
+	Hubs []HubConfig
+	// Now is the clock used for enqueued times and retention (default
+	// time.Now). SAS token expiry is always checked against the wall clock,
+	// because the SDK signs tokens with the wall clock.
+	Now func() time.Time
+	// Logger receives the emulator's logs (default: discarded).
+	Logger *slog.Logger
+
+	// heartbeat overrides the interval of the emulator's empty frames (tests).
+	heartbeat time.Duration
+}
+
+func (h HubConfig) withDefaults() HubConfig {
+	if h.Retention <= 0 {
+		h.Retention = DefaultRetention
+	}
+	if h.MaxMessageSize <= 0 {
+		h.MaxMessageSize = DefaultMaxMessageSize
+	}
+	return h
+}
+
+// validate reports the first problem with h, naming the field.
+func (h HubConfig) validate() error {
+	if h.Name == "" {
+		return errors.New("Name: empty event hub name")
+	}
+	if strings.ContainsAny(h.Name, "/\\?#") {
+		return fmt.Errorf("Name: event hub name %q contains a character out of '/', '\\', '?', '#'", h.Name)
+	}
+	if h.PartitionCount < 1 || h.PartitionCount > MaxPartitionCount {
+		return fmt.Errorf("PartitionCount: %d is out of range 1..%d", h.PartitionCount, MaxPartitionCount)
+	}
+	for i, cg := range h.ConsumerGroups {
+		if cg == "" || strings.Contains(cg, "/") {
+			return fmt.Errorf("ConsumerGroups[%d]: invalid consumer group name %q", i, cg)
+		}
+	}
+	return nil
+}
+
+// configFile is Microsoft's Event Hubs emulator Config.json.
+type configFile struct {
+	UserConfig *struct {
+		NamespaceConfig []struct {
+			Type     string
+			Name     string
+			Entities []struct {
+				Name           string
+				PartitionCount json.RawMessage
+				ConsumerGroups []struct {
+					Name string
+				}
+			}
+		}
+	}
+}
+
+// LoadConfigFile reads hubs from a JSON file in the format of Microsoft's
+// Event Hubs emulator Config.json:
+//
+//	{"UserConfig":{"NamespaceConfig":[{"Type":"EventHub","Name":"emulatorNs1",
+//	  "Entities":[{"Name":"eh1","PartitionCount":"2","ConsumerGroups":[{"Name":"cg1"}]}]}]}}
+//
+// PartitionCount may be a string (as Microsoft writes it) or a number. Errors
+// are one line naming the file and the offending field.
+func LoadConfigFile(path string) ([]HubConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read config: %w", path, errors.Unwrap(err))
+	}
+	return parseConfig(path, data)
+}
+
+func parseConfig(path string, data []byte) ([]HubConfig, error) {
+	var f configFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %s", path, describeJSONError(data, err))
+	}
+	if f.UserConfig == nil {
+		return nil, fmt.Errorf("%s: UserConfig: missing", path)
+	}
+	var hubs []HubConfig
+	seen := map[string]string{}
+	for i, ns := range f.UserConfig.NamespaceConfig {
+		nsField := fmt.Sprintf("UserConfig.NamespaceConfig[%d]", i)
+		if ns.Type != "" && !strings.EqualFold(ns.Type, "EventHub") {
+			return nil, fmt.Errorf("%s: %s.Type: unsupported type %q, want \"EventHub\"", path, nsField, ns.Type)
+		}
+		for j, e := range ns.Entities {
+			field := fmt.Sprintf("%s.Entities[%d]", nsField, j)
+			n, err := parsePartitionCount(e.PartitionCount)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s.PartitionCount: %w", path, field, err)
+			}
+			h := HubConfig{Name: e.Name, PartitionCount: n}
+			for _, cg := range e.ConsumerGroups {
+				h.ConsumerGroups = append(h.ConsumerGroups, cg.Name)
+			}
+			if err := h.validate(); err != nil {
+				return nil, fmt.Errorf("%s: %s.%w", path, field, err)
+			}
+			key := strings.ToLower(h.Name)
+			if prev, dup := seen[key]; dup {
+				return nil, fmt.Errorf("%s: %s.Name: duplicate event hub %q (also at %s)", path, field, h.Name, prev)
+			}
+			seen[key] = field
+			hubs = append(hubs, h)
+		}
+	}
+	return hubs, nil
+}
+
+func parsePartitionCount(raw json.RawMessage) (int, error) {
+	if len(raw) == 0 {
+		return 0, errors.New("missing")
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return 0, fmt.Errorf("%q is not an integer", s)
+		}
+		return n, nil
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, fmt.Errorf("%s is not an integer", raw)
+	}
+	return n, nil
+}
+
+// describeJSONError turns a JSON decoding error into one line with the line
+// and column, and the field for type errors.
+func describeJSONError(data []byte, err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		line, col := position(data, syn.Offset)
+		return fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, syn)
+	case errors.As(err, &typ):
+		line, col := position(data, typ.Offset)
+		return fmt.Sprintf("%s: JSON %s where %s is expected (line %d, column %d)", typ.Field, typ.Value, jsonKind(typ.Type), line, col)
+	case errors.Is(err, io.EOF):
+		return "invalid JSON: empty file"
+	}
+	return "invalid JSON: " + strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+// jsonKind names what JSON a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return "a number"
+}
+
+func position(data []byte, offset int64) (line, col int) {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	before := data[:offset]
+	line = 1 + bytes.Count(before, []byte{'\n'})
+	col = int(offset) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}

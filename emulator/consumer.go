@@ -1,0 +1,336 @@
+package emulator
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ehmirror/ehmirror/emulator/amqp"
+)
+
+// Broker annotations added to every delivered event (message-annotations,
+// symbol keys).
+const (
+	annotationSequenceNumber = "x-opt-sequence-number"
+	annotationOffset         = "x-opt-offset"
+	annotationEnqueuedTime   = "x-opt-enqueued-time"
+	annotationPartitionKey   = "x-opt-partition-key"
+)
+
+// selectorRE matches the selector filter expressions the SDK sends (contract
+// §5.2).
+var selectorRE = regexp.MustCompile(`(?i)^\s*amqp\.annotation\.(x-opt-offset|x-opt-sequence-number|x-opt-enqueued-time)\s*(>=|>)\s*'([^']*)'\s*$`)
+
+// startFromFilter reads the start position from a consumer link's source
+// filter set. Without a selector the consumer starts at the earliest event.
+func startFromFilter(filter amqp.Map) (startPosition, error) {
+	for _, e := range filter {
+		d, ok := e.Value.(amqp.Described)
+		if !ok {
+			continue
+		}
+		switch desc := d.Descriptor.(type) {
+		case uint64:
+			if desc != amqp.SelectorFilterCode {
+				continue
+			}
+		case amqp.Symbol:
+			if desc != "apache.org:selector-filter:string" {
+				continue
+			}
+		default:
+			continue
+		}
+		expr, ok := d.Value.(string)
+		if !ok {
+			return startPosition{}, fmt.Errorf("selector filter holds %T, want a string", d.Value)
+		}
+		return parseSelector(expr)
+	}
+	return startPosition{field: "offset", value: -1}, nil
+}
+
+func parseSelector(expr string) (startPosition, error) {
+	m := selectorRE.FindStringSubmatch(expr)
+	if m == nil {
+		return startPosition{}, fmt.Errorf("unsupported selector filter %q", expr)
+	}
+	sp := startPosition{field: strings.TrimPrefix(strings.ToLower(m[1]), "x-opt-"), inclusive: m[2] == ">="}
+	if sp.field == "offset" && m[3] == "@latest" {
+		sp.latest = true
+		return sp, nil
+	}
+	v, err := strconv.ParseInt(m[3], 10, 64)
+	if err != nil {
+		return startPosition{}, fmt.Errorf("selector filter %q: %q is not a 64-bit integer", expr, m[3])
+	}
+	sp.value = v
+	return sp, nil
+}
+
+// addReceiver registers a consumer link under the owner-level rules of the
+// service: a receiver with an epoch takes the partition from receivers with a
+// lower or equal epoch and from receivers without one (they are detached with
+// amqp:link:stolen); it is refused while a higher epoch is attached, and a
+// receiver without an epoch is refused while one with an epoch is attached.
+func (p *partition) addReceiver(l *link) *amqp.Error {
+	p.rmu.Lock()
+	current := p.receivers[l.cg]
+	for _, o := range current {
+		if o.hasEpoch && (!l.hasEpoch || o.epoch > l.epoch) {
+			p.rmu.Unlock()
+			if !l.hasEpoch {
+				return &amqp.Error{Condition: "amqp:link:stolen", Description: fmt.Sprintf(
+					"a receiver with epoch %d is attached to partition %d; a receiver without an epoch cannot be created", o.epoch, p.id)}
+			}
+			return &amqp.Error{Condition: "amqp:link:stolen", Description: fmt.Sprintf(
+				"a receiver with a higher epoch %d already exists; a receiver with epoch %d cannot be created", o.epoch, l.epoch)}
+		}
+	}
+	var victims []*link
+	if l.hasEpoch {
+		victims = current
+		p.receivers[l.cg] = []*link{l}
+	} else {
+		p.receivers[l.cg] = append(current, l)
+	}
+	p.rmu.Unlock()
+	for _, v := range victims {
+		desc := fmt.Sprintf("a new receiver with epoch %d was created, so the current receiver %q is disconnected", l.epoch, v.name)
+		if v.hasEpoch {
+			desc = fmt.Sprintf("a new receiver with higher epoch of %d was created, so the current receiver %q with epoch %d is disconnected", l.epoch, v.name, v.epoch)
+		}
+		v.detach(&amqp.Error{Condition: "amqp:link:stolen", Description: desc})
+	}
+	return nil
+}
+
+func (p *partition) removeReceiver(l *link) {
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
+	list := p.receivers[l.cg]
+	if i := slices.Index(list, l); i >= 0 {
+		p.receivers[l.cg] = slices.Delete(list, i, i+1)
+	}
+}
+
+// consumerBatch is how many events the consumer goroutine takes from the
+// partition at a time.
+const consumerBatch = 64
+
+// runConsumer delivers events while the client grants credit, waiting for
+// new events (long poll) when it has read everything.
+func (l *link) runConsumer() {
+	defer l.s.c.wg.Done()
+	s, srv := l.s, l.s.c.srv
+	var recs []record
+	var msg []byte
+	for {
+		s.mu.Lock()
+		credit, drain, stopped := l.sndCredit, l.drain, l.detachSent
+		s.mu.Unlock()
+		if stopped {
+			return
+		}
+		if credit == 0 {
+			select {
+			case <-l.creditCh:
+			case <-l.done:
+				return
+			}
+			continue
+		}
+		var wait <-chan struct{}
+		recs, l.nextSeq, wait = l.part.read(l.nextSeq, min(int(credit), consumerBatch), recs[:0], srv.now())
+		if len(recs) == 0 {
+			if drain {
+				l.finishDrain()
+			}
+			select {
+			case <-wait:
+			case <-l.creditCh:
+			case <-l.done:
+				return
+			}
+			continue
+		}
+		for i := range recs {
+			msg = appendDelivered(msg[:0], &recs[i])
+			if err := l.sendTransfer(binary.BigEndian.AppendUint64(nil, uint64(recs[i].seq)), msg); err != nil {
+				return
+			}
+		}
+		clear(recs) // drop references to delivery buffers
+		srv.stats.eventsDelivered.Add(int64(len(recs)))
+		if s.c.flush() != nil {
+			return
+		}
+	}
+}
+
+// finishDrain uses up the remaining credit when the client asked to drain
+// and there is nothing to send (transport §2.6.7).
+func (l *link) finishDrain() {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !l.drain || l.detachSent {
+		return
+	}
+	l.sndDeliveryCount += l.sndCredit
+	l.sndCredit = 0
+	f := s.flowLocked(l)
+	f.Drain = true
+	if s.c.writeFrame(amqp.FrameTypeAMQP, s.ch, f, nil) == nil {
+		s.c.flush()
+	}
+}
+
+// errLinkGone stops a sender whose link or session ended.
+var errLinkGone = fmt.Errorf("link detached")
+
+// sendTransfer sends one pre-settled delivery on l, split into frames that
+// fit the client's max-frame-size and within the client's session window.
+func (l *link) sendTransfer(tag, payload []byte) error {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return l.sendTransferLocked(tag, payload)
+}
+
+// transferOverhead bounds the bytes of a frame header plus an encoded
+// transfer performative.
+const transferOverhead = 96
+
+func (l *link) sendTransferLocked(tag, payload []byte) error {
+	s := l.s
+	if l.detachSent || s.ended || l.sndCredit == 0 {
+		return errLinkGone
+	}
+	l.sndCredit--
+	l.sndDeliveryCount++
+	t := amqp.Transfer{
+		Handle:           l.handle,
+		DeliveryID:       s.nextDeliveryID,
+		HasDeliveryID:    true,
+		DeliveryTag:      tag,
+		MessageFormat:    amqp.MessageFormatAMQP,
+		HasMessageFormat: true,
+		Settled:          true,
+	}
+	s.nextDeliveryID++
+	chunk := int(s.c.peerMaxFrame) - transferOverhead
+	for first := true; first || len(payload) > 0; first = false {
+		for s.remoteIncomingWindow == 0 {
+			if l.detachSent || s.ended {
+				return errLinkGone
+			}
+			s.cond.Wait()
+		}
+		if l.detachSent || s.ended {
+			return errLinkGone
+		}
+		n := min(len(payload), chunk)
+		t.More = n < len(payload)
+		if !first {
+			t.HasDeliveryID, t.DeliveryTag, t.HasMessageFormat, t.Settled = false, nil, false, false
+		}
+		if err := s.c.writeFrame(amqp.FrameTypeAMQP, s.ch, &t, payload[:n]); err != nil {
+			return err
+		}
+		payload = payload[n:]
+		s.nextOutgoingID++
+		s.remoteIncomingWindow--
+	}
+	return nil
+}
+
+// appendDelivered appends the event as delivered to consumers: the stored
+// message with the broker annotations merged into its message-annotations
+// (any values the producer set for those keys are replaced).
+func appendDelivered(dst []byte, r *record) []byte {
+	dst = append(dst, r.msg[:r.maStart]...)
+	dst = amqp.AppendDescriptor(dst, amqp.SectionMessageAnnotations)
+	hdr := len(dst)
+	dst = append(dst, 0xd1, 0, 0, 0, 0, 0, 0, 0, 0)
+	pairs := 0
+	if r.maEnd > r.maStart {
+		d := amqp.NewDecoder(r.msg[r.maStart:r.maEnd])
+		if _, _, err := d.ReadDescriptor(); err == nil {
+			if body, n, err := d.ReadMapHeader(); err == nil {
+				for range n {
+					k, err := body.Raw()
+					if err != nil {
+						break
+					}
+					v, err := body.Raw()
+					if err != nil {
+						break
+					}
+					if isBrokerAnnotation(k, r.key != "") {
+						continue
+					}
+					dst = append(append(dst, k...), v...)
+					pairs++
+				}
+			}
+		}
+	}
+	dst = amqp.AppendSymbol(dst, annotationSequenceNumber)
+	dst = amqp.AppendLong(dst, r.seq)
+	dst = amqp.AppendSymbol(dst, annotationOffset)
+	var num [20]byte
+	dst = amqp.AppendString(dst, string(strconv.AppendInt(num[:0], r.offset, 10)))
+	dst = amqp.AppendSymbol(dst, annotationEnqueuedTime)
+	dst = amqp.AppendTimestampMillis(dst, r.enqueued)
+	pairs += 3
+	if r.key != "" {
+		dst = amqp.AppendSymbol(dst, annotationPartitionKey)
+		dst = amqp.AppendString(dst, r.key)
+		pairs++
+	}
+	binary.BigEndian.PutUint32(dst[hdr+1:], uint32(len(dst)-hdr-5))
+	binary.BigEndian.PutUint32(dst[hdr+5:], uint32(2*pairs))
+	return append(dst, r.msg[r.maEnd:]...)
+}
+
+// isBrokerAnnotation reports whether the encoded key is one the emulator
+// sets itself.
+func isBrokerAnnotation(key []byte, withPartitionKey bool) bool {
+	d := amqp.NewDecoder(key)
+	k, err := d.ReadStringBytes()
+	if err != nil {
+		return false
+	}
+	switch string(k) {
+	case annotationSequenceNumber, annotationOffset, annotationEnqueuedTime:
+		return true
+	case annotationPartitionKey:
+		return withPartitionKey
+	}
+	return false
+}
+
+// sendReply queues an RPC response on a reply link and sends what credit
+// allows.
+func (l *link) sendReply(msg []byte) {
+	s := l.s
+	s.mu.Lock()
+	l.pending = append(l.pending, msg)
+	l.sendPendingLocked()
+	s.mu.Unlock()
+}
+
+func (l *link) sendPendingLocked() {
+	for len(l.pending) > 0 && l.sndCredit > 0 && !l.detachSent {
+		tag := binary.BigEndian.AppendUint32(nil, l.sndDeliveryCount)
+		if l.sendTransferLocked(tag, l.pending[0]) != nil {
+			return
+		}
+		l.pending[0] = nil
+		l.pending = l.pending[1:]
+	}
+}

@@ -1,0 +1,28 @@
+// Package emulator is an Azure Event Hubs emulator: an AMQP 1.0 server that
+// the unmodified azeventhubs SDK (v2) talks to over a real TCP socket, with a
+// UseDevelopmentEmulator=true connection string.
+//
+// It implements what the SDK uses: SASL ANONYMOUS, sessions and links with
+// flow control, multi-frame transfers, CBS put-token with SAS validation,
+// $management READ of event hub and partition properties, producer links to
+// a hub or a partition (Microsoft's batch format, partition keys placed with
+// the service's hash from package partitionkey, round-robin otherwise),
+// consumer links with every selector filter the SDK sends, owner levels
+// (epochs) and long polling, retention by time and by size.
+//
+// A test starts a server on a free port and points the SDK at it:
+//
+//	srv, err := emulator.Start(ctx, emulator.Config{
+//		Listen: "127.0.0.1:0",
+//		Hubs:   []emulator.HubConfig{{Name: "hub1", PartitionCount: 4}},
+//	})
+//	...
+//	producer, err := azeventhubs.NewProducerClientFromConnectionString(srv.ConnectionString(), "hub1", nil)
+//
+// [Server.Faults] injects failures (rejected sends, dropped connections,
+// detached links, delayed dispositions); [Server.Stats] and [Server.Events]
+// let tests assert on what the emulator stored.
+//
+// The wire contract the emulator follows is described in
+// shared/reference/eventhubs-amqp-contract.md.
+package emulator

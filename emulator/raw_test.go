@@ -1,0 +1,316 @@
+package emulator
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	"github.com/ehmirror/ehmirror/emulator/amqp"
+	"github.com/ehmirror/ehmirror/emulator/partitionkey"
+)
+
+// rawConn is a minimal AMQP client built on the emulator's own codec, for the
+// few checks the SDK cannot provoke (oversized deliveries, hostile bytes,
+// heartbeats).
+type rawConn struct {
+	t  testing.TB
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t testing.TB, addr string) *rawConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// open performs the SASL ANONYMOUS and open exchange.
+func (r *rawConn) open() {
+	r.t.Helper()
+	r.header(amqp.ProtocolSASL)
+	if _, ok := r.read().(*amqp.SASLMechanisms); !ok {
+		r.t.Fatal("no sasl-mechanisms")
+	}
+	r.write(amqp.FrameTypeSASL, 0, &amqp.SASLInit{Mechanism: "ANONYMOUS", InitialResponse: []byte("anonymous")}, nil)
+	if out, ok := r.read().(*amqp.SASLOutcome); !ok || out.Code != amqp.SASLCodeOK {
+		r.t.Fatalf("sasl-outcome: %+v", out)
+	}
+	r.header(amqp.ProtocolAMQP)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Open{ContainerID: "raw", MaxFrameSize: 65536}, nil)
+	if _, ok := r.read().(*amqp.Open); !ok {
+		r.t.Fatal("no open")
+	}
+}
+
+func (r *rawConn) header(id uint8) {
+	r.t.Helper()
+	h := amqp.ProtocolHeader(id)
+	if _, err := r.nc.Write(h[:]); err != nil {
+		r.t.Fatal(err)
+	}
+	var got [8]byte
+	if _, err := io.ReadFull(r.br, got[:]); err != nil || got != h {
+		r.t.Fatalf("protocol header: % x, %v", got, err)
+	}
+}
+
+func (r *rawConn) write(frameType uint8, ch uint16, p amqp.Performative, payload []byte) {
+	r.t.Helper()
+	b, err := amqp.AppendFrame(nil, frameType, ch, p, payload)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.nc.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// readFrame returns the next frame's body (nil for a heartbeat) or an error.
+func (r *rawConn) readFrame() ([]byte, error) {
+	var h [8]byte
+	if _, err := io.ReadFull(r.br, h[:]); err != nil {
+		return nil, err
+	}
+	fh, err := amqp.ParseFrameHeader(h[:], 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	frame := make([]byte, fh.Size-8)
+	if _, err := io.ReadFull(r.br, frame); err != nil {
+		return nil, err
+	}
+	return frame[fh.BodyOffset()-8:], nil
+}
+
+// read returns the next performative, skipping heartbeats.
+func (r *rawConn) read() any {
+	r.t.Helper()
+	for {
+		body, err := r.readFrame()
+		if err != nil {
+			r.t.Fatalf("read: %v", err)
+		}
+		if len(body) == 0 {
+			continue
+		}
+		v, _, err := amqp.DecodeBody(body)
+		if err != nil {
+			r.t.Fatalf("decode: %v", err)
+		}
+		return v
+	}
+}
+
+// attachSender begins a session on channel 0 and attaches a sender to
+// address; it returns the emulator's attach reply and what follows it.
+func (r *rawConn) attachSender(address string) (*amqp.Attach, any) {
+	r.t.Helper()
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 5000, OutgoingWindow: 5000}, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		r.t.Fatal("no begin")
+	}
+	zero := uint32(0)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-sender", Role: amqp.RoleSender, Source: &amqp.Source{},
+		Target: &amqp.Target{Address: address}, InitialDeliveryCount: &zero}, nil)
+	a, ok := r.read().(*amqp.Attach)
+	if !ok {
+		r.t.Fatal("no attach")
+	}
+	return a, r.read()
+}
+
+func TestRawOversizedDeliveryIsRejected(t *testing.T) {
+	t.Parallel()
+	const limit = 100_000
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: []HubConfig{{Name: "hub", PartitionCount: 1, MaxMessageSize: limit}}})
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	a, next := r.attachSender("hub")
+	if a.MaxMessageSize != limit || a.Target == nil {
+		t.Fatalf("attach reply: max-message-size %d, target %+v", a.MaxMessageSize, a.Target)
+	}
+	if f, ok := next.(*amqp.Flow); !ok || f.LinkCredit == nil || *f.LinkCredit == 0 {
+		t.Fatalf("no credit: %+v", next)
+	}
+	// One message with a 120,000-byte data section, in two frames.
+	msg := amqp.AppendBinary(amqp.AppendDescriptor(nil, amqp.SectionData), make([]byte, 120_000))
+	half := len(msg) / 2
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{1},
+		MessageFormat: 0, HasMessageFormat: true, More: true}, msg[:half])
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0}, msg[half:])
+	var disp *amqp.Disposition
+	for disp == nil {
+		disp, _ = r.read().(*amqp.Disposition)
+	}
+	e, err := amqp.DecodeRejected(disp.State)
+	if err != nil || e == nil || e.Condition != ConditionMessageSizeExceeded || !disp.Settled || disp.First != 0 {
+		t.Fatalf("disposition %+v: error %v %v, want rejected with %s", disp, e, err, ConditionMessageSizeExceeded)
+	}
+	// A delivery within the limit still goes through on the same link.
+	small := amqp.AppendBinary(amqp.AppendDescriptor(nil, amqp.SectionData), []byte("ok"))
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: 1, HasDeliveryID: true, DeliveryTag: []byte{2},
+		HasMessageFormat: true}, small)
+	disp = nil
+	for disp == nil {
+		disp, _ = r.read().(*amqp.Disposition)
+	}
+	if amqp.DeliveryStateCode(disp.State) != amqp.CodeAccepted || disp.First != 1 {
+		t.Fatalf("second disposition %+v", disp)
+	}
+	if evs := srv.Events("hub", 0); len(evs) != 1 || string(evs[0].Body) != "ok" {
+		t.Fatalf("stored %+v", evs)
+	}
+	if got := srv.Stats().RejectedSends; got != 1 {
+		t.Fatalf("RejectedSends = %d", got)
+	}
+}
+
+func TestAttachWithoutClaimIsRefused(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{Hubs: prodHubs()})
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	a, next := r.attachSender("prod.test1")
+	if a.Target != nil || a.Source != nil {
+		t.Fatalf("refusal attach has a terminus: %+v", a)
+	}
+	d, ok := next.(*amqp.Detach)
+	if !ok || !d.Closed || d.Error == nil || d.Error.Condition != "amqp:unauthorized-access" {
+		t.Fatalf("want detach with amqp:unauthorized-access, got %+v", next)
+	}
+}
+
+func TestEmulatorSendsHeartbeats(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{heartbeat: 20 * time.Millisecond})
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	for {
+		body, err := r.readFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(body) == 0 {
+			return // an empty frame
+		}
+	}
+}
+
+// TestHostileBytesEndOnlyThatConnection sends malformed input on raw
+// connections; each must be closed, and the emulator must keep serving.
+func TestHostileBytesEndOnlyThatConnection(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{Hubs: prodHubs()})
+	frame := func(size uint32, doff, typ byte, body ...byte) []byte {
+		b := binary.BigEndian.AppendUint32(nil, size)
+		return append(append(b, doff, typ, 0, 0), body...)
+	}
+	deep := []byte{}
+	for range 100 {
+		deep = append(deep, 0x00, 0x53, 0x12) // nested described types
+	}
+	cases := map[string]struct {
+		afterOpen bool
+		bytes     []byte
+	}{
+		"not amqp":             {false, []byte("GET / HTTP/1.1\r\n\r\n")},
+		"bad version":          {false, []byte{'A', 'M', 'Q', 'P', 0, 9, 9, 9}},
+		"huge frame":           {true, frame(0xffffffff, 2, 0)},
+		"frame below header":   {true, frame(4, 2, 0)},
+		"bad data offset":      {true, frame(8, 1, 0)},
+		"data offset too big":  {true, frame(12, 200, 0, 0, 0, 0, 0)},
+		"unknown performative": {true, frame(11, 2, 0, 0x00, 0x53, 0x7f)},
+		"deep nesting":         {true, append(frame(uint32(8+len(deep)), 2, 0), deep...)},
+		"list count lies":      {true, frame(8+3+9, 2, 0, 0x00, 0x53, 0x11, 0xd0, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff)},
+		"array count lies":     {true, frame(8+3+10, 2, 0, 0x00, 0x53, 0x10, 0xf0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0x40)},
+		"sasl after open":      {true, frame(8, 2, 1)},
+		"frame on no session":  {true, frame(8+4, 2, 0, 0x00, 0x53, 0x17, 0x45)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := dialRaw(t, srv.Addr())
+			if tc.afterOpen {
+				r.open()
+			}
+			if _, err := r.nc.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			// The emulator closes the connection, possibly after an AMQP close.
+			for {
+				body, err := r.readFrame()
+				if err != nil {
+					if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) || errors.Is(err, amqp.ErrMalformed) {
+						return
+					}
+					t.Fatalf("read: %v", err)
+				}
+				if len(body) == 0 {
+					continue
+				}
+				if v, _, _ := amqp.DecodeBody(body); v != nil {
+					if cl, ok := v.(*amqp.Close); ok && cl.Error == nil {
+						t.Fatalf("close without an error")
+					}
+				}
+			}
+		})
+	}
+	ctx := testContext(t, 10*time.Second)
+	p := newProducer(t, srv.ConnectionString(), "prod.test1")
+	sendBatch(ctx, t, p, nil, &azeventhubs.EventData{Body: []byte("still alive")})
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+// TestRawSingleMessageWithPartitionKey sends a plain (format 0) message with
+// a partition key annotation, as other SDKs can, and reads it back with the
+// Go SDK.
+func TestRawSingleMessageWithPartitionKey(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: prodHubs()})
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	r.attachSender("prod.test3")
+	msg, err := (&amqp.Message{
+		MessageAnnotations: amqp.Map{{Key: amqp.Symbol("x-opt-partition-key"), Value: "tenant-42"}},
+		Properties:         &amqp.Properties{MessageID: "single-1"},
+		Data:               [][]byte{[]byte("plain message")},
+	}).Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{1}, HasMessageFormat: true}, msg)
+	var disp *amqp.Disposition
+	for disp == nil {
+		disp, _ = r.read().(*amqp.Disposition)
+	}
+	if amqp.DeliveryStateCode(disp.State) != amqp.CodeAccepted {
+		t.Fatalf("disposition %+v", disp)
+	}
+	want := partitionkey.Partition("tenant-42", 4)
+	ctx := testContext(t, 10*time.Second)
+	c := newConsumer(t, srv.ConnectionString(), "prod.test3", azeventhubs.DefaultConsumerGroup)
+	pc := partitionClient(t, c, strconv.Itoa(want), &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Earliest: ptr(true)}})
+	got := receiveN(ctx, t, pc, 1)[0]
+	if string(got.Body) != "plain message" || got.PartitionKey == nil || *got.PartitionKey != "tenant-42" || *got.MessageID != "single-1" {
+		t.Fatalf("received %q key %v id %v", got.Body, got.PartitionKey, got.MessageID)
+	}
+	if stored := srv.Events("prod.test3", want); len(stored) != 1 || !bytes.Equal(stored[0].Message, msg) {
+		t.Fatalf("stored message differs from the one sent")
+	}
+}

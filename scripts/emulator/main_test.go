@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+)
+
+// commandPath is the emulator command built by TestMain.
+var commandPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "emulator-command")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	commandPath = filepath.Join(dir, "emulator")
+	if out, err := exec.Command("go", "build", "-o", commandPath, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestBadConfigExitsWithStatus2(t *testing.T) {
+	bin := commandPath
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	entity := func(name, count string) string {
+		return `{"Name":"` + name + `","PartitionCount":"` + count + `","ConsumerGroups":[]}`
+	}
+	doc := func(entities ...string) string {
+		return `{"UserConfig":{"NamespaceConfig":[{"Type":"EventHub","Name":"ns","Entities":[` + strings.Join(entities, ",") + `]}]}}`
+	}
+	cases := []struct {
+		name, path, field string
+	}{
+		{"unreadable", filepath.Join(dir, "does-not-exist.json"), "cannot read config"},
+		{"bad JSON", write("bad.json", `{"UserConfig": [`), "invalid JSON"},
+		{"partition count out of range", write("range.json", doc(entity("a", "64"))), "Entities[0].PartitionCount"},
+		{"duplicate hub", write("dup.json", doc(entity("a", "1"), entity("a", "2"))), "Entities[1].Name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, "-config", tc.path, "-listen", "127.0.0.1:0")
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Fatalf("exit: %v, want status 2 (stderr %q)", err, stderr.String())
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, tc.path) || !strings.Contains(msg, tc.field) {
+				t.Fatalf("stderr %q: want one line starting with %s and naming %s", msg, tc.path, tc.field)
+			}
+			if stdout.Len() != 0 {
+				t.Fatalf("stdout %q", stdout.String())
+			}
+		})
+	}
+}
+
+var connStringRE = regexp.MustCompile(`^Endpoint=sb://127\.0\.0\.1:\d+;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true$`)
+
+func TestServesUntilSignalled(t *testing.T) {
+	bin := commandPath
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		hub     string
+		wantIDs []string
+	}{
+		{"default hubs", nil, "prod.test5", []string{"0", "1", "2", "3"}},
+		{"config file", []string{"-config", "../../emulator/testdata/Config.json"}, "eh1", []string{"0", "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, append([]string{"-listen", "127.0.0.1:0"}, tc.args...)...)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			if err != nil {
+				t.Fatalf("first line: %v (stderr %s)", err, stderr.String())
+			}
+			cs := strings.TrimSuffix(line, "\n")
+			if !connStringRE.MatchString(cs) {
+				t.Fatalf("first line %q is not a connection string", cs)
+			}
+			p, err := azeventhubs.NewProducerClientFromConnectionString(cs, tc.hub, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			props, err := p.GetEventHubProperties(ctx, nil)
+			p.Close(ctx)
+			if err != nil || !reflect.DeepEqual(props.PartitionIDs, tc.wantIDs) {
+				t.Fatalf("GetEventHubProperties: %+v, %v", props, err)
+			}
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+			}
+		})
+	}
+}
