@@ -58,6 +58,15 @@ func (a *app) respondHTTP(c echo.Context, status int, v any, logs ...string) err
 	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, logs...))
 }
 
+// decodeHTTP reads the HTTP trigger data of an invocation.
+func decodeHTTP(c echo.Context) (functions.HTTPRequest, error) {
+	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
+	if err != nil {
+		return functions.HTTPRequest{}, err
+	}
+	return inv.HTTP(reqBinding)
+}
+
 // badInvocation answers a malformed invocation body: 400 with the reason.
 func (a *app) badInvocation(c echo.Context, err error) error {
 	a.logger.Warn("malformed invocation", "function", c.Path(), "err", err)
@@ -76,11 +85,11 @@ func (a *app) problemLines() []string {
 // records could not be mirrored; the report is returned as Logs either way
 // and also logged, because the host drops Logs of a failed invocation.
 func (a *app) mirrorTimer(c echo.Context) error {
+	var timer functions.Timer
 	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
-	if err != nil {
-		return a.badInvocation(c, err)
+	if err == nil {
+		timer, err = inv.Timer(timerBinding)
 	}
-	timer, err := inv.Timer(timerBinding)
 	if err != nil {
 		return a.badInvocation(c, err)
 	}
@@ -154,11 +163,7 @@ func parseCatchUpBody(body string, limit time.Duration) (mirror.CatchUpRequest, 
 
 // catchUp starts a background catch-up, or returns the active one.
 func (a *app) catchUp(c echo.Context) error {
-	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
-	if err != nil {
-		return a.badInvocation(c, err)
-	}
-	req, err := inv.HTTP(reqBinding)
+	req, err := decodeHTTP(c)
 	if err != nil {
 		return a.badInvocation(c, err)
 	}
@@ -222,11 +227,7 @@ type statusBody struct {
 // status reports lag per partition, recent drains, catch-ups, problems and
 // the redacted configuration.
 func (a *app) status(c echo.Context) error {
-	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
-	if err != nil {
-		return a.badInvocation(c, err)
-	}
-	req, err := inv.HTTP(reqBinding)
+	req, err := decodeHTTP(c)
 	if err != nil {
 		return a.badInvocation(c, err)
 	}
