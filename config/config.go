@@ -50,8 +50,10 @@ const (
 
 // Defaults of the settings that have one.
 const (
-	DefaultGroup           = "ehmirror"
-	DefaultTopicsInclude   = `prod\..*`
+	DefaultGroup         = "ehmirror"
+	DefaultTopicsInclude = `prod\..*`
+	// DefaultSchedule is the schedule the examples and Terraform set; the
+	// setting itself is required.
 	DefaultSchedule        = "0 */1 * * * *"
 	DefaultMaxDuration     = 4 * time.Minute
 	DefaultCatchUpDuration = 10 * time.Minute
@@ -192,8 +194,13 @@ func Load(getenv func(string) string) (Settings, Problems) {
 		}
 	}
 
-	s.Schedule = l.text(MirrorSchedule, DefaultSchedule)
-	if _, err := ncrontab.Parse(s.Schedule); err != nil {
+	// The host, not the handler, reads the schedule (%MIRROR_SCHEDULE% in
+	// MirrorTimer/function.json) and has no default: unset, the timer is
+	// never scheduled and nothing is mirrored. So it is required here too.
+	s.Schedule = l.text(MirrorSchedule, "")
+	if s.Schedule == "" {
+		l.problem(MirrorSchedule, "missing; the Functions host cannot schedule MirrorTimer without it; want an NCRONTAB expression such as %q", DefaultSchedule)
+	} else if _, err := ncrontab.Parse(s.Schedule); err != nil {
 		l.problem(MirrorSchedule, "%q: %v; want an NCRONTAB expression with 6 fields, e.g. %q", s.Schedule, err, DefaultSchedule)
 	}
 	s.Limits.MaxRecords = l.count(MirrorMaxRecords)

@@ -10,6 +10,7 @@ import (
 func valid() map[string]string {
 	return map[string]string{
 		KafkaBrokers:        "127.0.0.1:9092,broker-2:9093",
+		MirrorSchedule:      "0 */1 * * * *",
 		EventHubsConnection: "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true",
 	}
 }
@@ -62,6 +63,8 @@ func TestEveryBadSettingIsReportedInOneLine(t *testing.T) {
 		{EventHubsNamespace, "https://ns.servicebus.windows.net/", map[string]string{EventHubsConnection: ""}},
 		{EventHubsConnection, "Endpoint=sb://x/;SharedAccessKeyName=a;SharedAccessKey=b", map[string]string{EventHubsNamespace: "ns.servicebus.windows.net"}},
 		{MirrorSchedule, "every minute", nil},
+		{MirrorSchedule, "", nil},
+		{MirrorSchedule, "0 61 * * * *", nil},
 		{MirrorMaxRecords, "-5", nil},
 		{MirrorMaxRecords, "lots", nil},
 		{MirrorMaxBytes, "12 parsecs", nil},
@@ -137,7 +140,7 @@ func TestSummaryRedactsSecrets(t *testing.T) {
 }
 
 func TestManagedIdentity(t *testing.T) {
-	env := map[string]string{KafkaBrokers: "k:9092", EventHubsNamespace: "ns.servicebus.windows.net", EventHubsClientID: "00000000-0000-0000-0000-000000000001"}
+	env := map[string]string{KafkaBrokers: "k:9092", MirrorSchedule: DefaultSchedule, EventHubsNamespace: "ns.servicebus.windows.net", EventHubsClientID: "00000000-0000-0000-0000-000000000001"}
 	s, problems := Load(getenv(env))
 	if len(problems) > 0 {
 		t.Fatal(problems)
