@@ -19,6 +19,9 @@ import (
 // in-flight memory bound.
 const eventOverhead = 256
 
+// commitTimeout bounds one periodic commit.
+const commitTimeout = 5 * time.Second
+
 // Drain copies records from the consumer group's committed offsets into
 // Event Hubs until every owned partition is caught up or a limit is reached,
 // commits exactly what Event Hubs acknowledged, and reports what it did.
@@ -159,7 +162,8 @@ type drain struct {
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
 
-	commitMu sync.Mutex
+	commitMu     sync.Mutex
+	commitFailed error // the first failed commit; no commit follows it
 
 	stopOnce  sync.Once
 	stopped   string
@@ -276,18 +280,28 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}
 	}
 
+	// The committer commits every CommitInterval. A commit is never
+	// abandoned: its request runs to its own deadline even when the drain
+	// ends, and the final commit waits for it. An abandoned OffsetCommit can
+	// reach the broker after a later one and move the offset backwards.
 	committerDone := make(chan struct{})
-	commitCtx, stopCommitter := context.WithCancel(workCtx)
+	stopCommitter := make(chan struct{})
 	go func() {
 		defer close(committerDone)
 		t := time.NewTicker(d.m.opts.CommitInterval)
 		defer t.Stop()
 		for {
 			select {
-			case <-commitCtx.Done():
+			case <-stopCommitter:
+				return
+			case <-workCtx.Done():
 				return
 			case <-t.C:
-				d.commit(commitCtx)
+				commitCtx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), commitTimeout)
+				if err := d.commit(commitCtx); err != nil {
+					d.logger.WarnContext(ctx, "periodic commit failed", "err", err)
+				}
+				cancel()
 			}
 		}
 	}()
@@ -310,7 +324,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}
 	}
 	senders.Wait()
-	stopCommitter()
+	close(stopCommitter)
 	<-committerDone
 
 	if !d.isStopped() {
@@ -467,7 +481,14 @@ func (d *drain) commit(ctx context.Context) error {
 	if len(offsets) == 0 {
 		return nil
 	}
+	if d.commitFailed != nil {
+		return fmt.Errorf("not committing after an earlier commit failed: %w", d.commitFailed)
+	}
 	if err := d.claim.Commit(ctx, offsets); err != nil {
+		// The broker may still apply the failed request later; a later,
+		// higher commit could then be overwritten by it. Commit nothing
+		// more in this drain: the records are mirrored again instead.
+		d.commitFailed = err
 		return fmt.Errorf("committing offsets: %w", err)
 	}
 	for tp, off := range offsets {
