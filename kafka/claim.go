@@ -108,7 +108,7 @@ func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, erro
 	for tp := range c.g.assigned {
 		tps = append(tps, tp)
 	}
-	if c.committed, err = s.Committed(ctx, tps); err != nil {
+	if c.committed, c.metadata, err = s.committed(ctx, tps); err != nil {
 		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = c.Release(releaseCtx)
@@ -483,6 +483,7 @@ type claim struct {
 	// committed are the owned partitions' committed offsets, read after
 	// the generation began.
 	committed map[mirror.TopicPartition]int64
+	metadata  map[mirror.TopicPartition]string
 
 	releaseOnce sync.Once
 	releaseErr  error
@@ -505,6 +506,18 @@ func (c *claim) Assigned() map[mirror.TopicPartition]int64 {
 	return out
 }
 
+// AssignedMetadata returns the metadata stored with the owned partitions'
+// committed offsets.
+func (c *claim) AssignedMetadata() map[mirror.TopicPartition]string {
+	out := make(map[mirror.TopicPartition]string, len(c.metadata))
+	for tp, m := range c.metadata {
+		if _, ok := c.g.assigned[tp]; ok {
+			out[tp] = m
+		}
+	}
+	return out
+}
+
 // Lost is closed when the generation ends: a member joined or left (noticed
 // at the next heartbeat), the coordinator moved or became unreachable, or
 // the claim was released.
@@ -519,12 +532,24 @@ func (c *claim) Commit(ctx context.Context, offsets map[mirror.TopicPartition]in
 	if c.g.ended() {
 		return fmt.Errorf("kafka: commit group %q generation %d: %w", c.m.s.opts.Group, c.g.gen.ID, ErrClaimLost)
 	}
+	with := make(map[mirror.TopicPartition]mirror.CommitOffset, len(offsets))
+	for tp, off := range offsets {
+		with[tp] = mirror.CommitOffset{Offset: off}
+	}
+	return c.commit(ctx, with)
+}
+
+// CommitWithMetadata is Commit with metadata stored beside each offset.
+func (c *claim) CommitWithMetadata(ctx context.Context, offsets map[mirror.TopicPartition]mirror.CommitOffset) error {
+	if c.g.ended() {
+		return fmt.Errorf("kafka: commit group %q generation %d: %w", c.m.s.opts.Group, c.g.gen.ID, ErrClaimLost)
+	}
 	return c.commit(ctx, offsets)
 }
 
 // commit sends the OffsetCommit without the local lost check (tests use it
 // to show the coordinator's own fencing).
-func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]int64) error {
+func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mirror.CommitOffset) error {
 	s := c.m.s
 	if len(offsets) == 0 {
 		return nil
@@ -537,10 +562,10 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]in
 		if _, ok := c.g.assigned[tp]; !ok {
 			return fmt.Errorf("kafka: commit group %q: %s is not owned by this claim", s.opts.Group, tp)
 		}
-		if off < 0 {
-			return fmt.Errorf("kafka: commit group %q: %s: negative offset %d", s.opts.Group, tp, off)
+		if off.Offset < 0 {
+			return fmt.Errorf("kafka: commit group %q: %s: negative offset %d", s.opts.Group, tp, off.Offset)
 		}
-		topics[tp.Topic] = append(topics[tp.Topic], kafkago.OffsetCommit{Partition: int(tp.Partition), Offset: off})
+		topics[tp.Topic] = append(topics[tp.Topic], kafkago.OffsetCommit{Partition: int(tp.Partition), Offset: off.Offset, Metadata: off.Metadata})
 	}
 	req := &kafkago.OffsetCommitRequest{
 		GroupID:      s.opts.Group,

@@ -382,12 +382,19 @@ func (s *Source) Watermarks(ctx context.Context, tps []mirror.TopicPartition) (m
 // Committed returns the group's committed offsets (OffsetFetch), NoOffset
 // where the group has committed nothing.
 func (s *Source) Committed(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]int64, error) {
+	out, _, err := s.committed(ctx, tps)
+	return out, err
+}
+
+// committed returns the committed offsets and the metadata stored with them.
+func (s *Source) committed(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]int64, map[mirror.TopicPartition]string, error) {
 	if s.isClosed() {
-		return nil, fmt.Errorf("kafka: committed offsets: %w", ErrClosed)
+		return nil, nil, fmt.Errorf("kafka: committed offsets: %w", ErrClosed)
 	}
 	out := make(map[mirror.TopicPartition]int64, len(tps))
+	meta := make(map[mirror.TopicPartition]string, len(tps))
 	if len(tps) == 0 {
-		return out, nil
+		return out, meta, nil
 	}
 	req := &kafkago.OffsetFetchRequest{GroupID: s.opts.Group, Topics: make(map[string][]int)}
 	for _, tp := range tps {
@@ -420,7 +427,7 @@ func (s *Source) Committed(ctx context.Context, tps []mirror.TopicPartition) (ma
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kafka: committed offsets of group %q: %w", s.opts.Group, err)
+		return nil, nil, fmt.Errorf("kafka: committed offsets of group %q: %w", s.opts.Group, err)
 	}
 	for _, tp := range tps {
 		out[tp] = mirror.NoOffset
@@ -433,10 +440,11 @@ func (s *Source) Committed(ctx context.Context, tps []mirror.TopicPartition) (ma
 			}
 			if p.CommittedOffset >= 0 {
 				out[tp] = p.CommittedOffset
+				meta[tp] = p.Metadata
 			}
 		}
 	}
-	return out, nil
+	return out, meta, nil
 }
 
 // retryLeaves sends LeaveGroup for members whose leave failed earlier,

@@ -194,6 +194,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 	if err != nil {
 		return fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
+	stale := d.staleCommits(ctx, got, assigned, wms)
 	d.parts = make(map[string]*partitioner)
 	for _, tp := range got {
 		hubName := d.m.router.Hub(tp.Topic)
@@ -207,6 +208,9 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 			d.senders[hubName] = ss
 		}
 		committed := assigned[tp]
+		if stale[tp] {
+			committed = NoOffset
+		}
 		ps := newPartitionState(tp, hubName, committed)
 		d.states[tp] = ps
 		d.order = append(d.order, ps)
@@ -216,9 +220,54 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 			ps.fail(fmt.Errorf("no watermarks for %s", tp))
 			continue
 		}
+		if stale[tp] {
+			ps.begin(wm.Start, wm.End)
+			ps.note = fmt.Sprintf("committed offset %d belongs to an earlier topic of the same name (deleted and recreated); mirroring this one from its earliest offset %d", assigned[tp], wm.Start)
+			d.logger.WarnContext(ctx, "topic recreated since the last commit; starting over at the earliest offset",
+				"topic", tp.Topic, "partition", tp.Partition, "stale_committed", assigned[tp], "log_start", wm.Start)
+			continue
+		}
 		d.begin(ps, committed, wm)
 	}
 	return nil
+}
+
+// staleCommits finds partitions whose committed offset was written for an
+// earlier topic of the same name: the record before the committed offset,
+// fingerprinted in the commit's metadata, is no longer that record. Kafka
+// commits name topics, not topic ids, so a commit in flight while a topic
+// is deleted and recreated lands on the new topic.
+func (d *drain) staleCommits(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64, wms map[TopicPartition]Watermarks) map[TopicPartition]bool {
+	meta := d.claim.AssignedMetadata()
+	stale := make(map[TopicPartition]bool)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, tp := range got {
+		last, ok := parseCommitMetadata(meta[tp])
+		wm, known := wms[tp]
+		c := assigned[tp]
+		if !ok || !known || c == NoOffset || last.offset >= c || last.offset < wm.Start || c > wm.End {
+			continue // nothing to check, retention removed it, or begin reports it
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := d.m.source.Fetch(ctx, tp, last.offset, 1)
+			if err != nil {
+				return // cannot check now; the offset stands
+			}
+			for i := range f.Records {
+				if r := &f.Records[i]; r.Offset == last.offset && fingerprintOf(r) == last.fp {
+					return
+				}
+			}
+			mu.Lock()
+			stale[tp] = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return stale
 }
 
 // begin applies the start-offset and gap policies to one partition.
@@ -467,7 +516,7 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 func (d *drain) commit(ctx context.Context) error {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
-	offsets := make(map[TopicPartition]int64)
+	offsets := make(map[TopicPartition]CommitOffset)
 	for _, ps := range d.order {
 		p, last := ps.commitPoint()
 		if p <= ps.lastCommitted() || ps.isRecreated() {
@@ -476,7 +525,7 @@ func (d *drain) commit(ctx context.Context) error {
 		if last != nil && !d.stillInLog(ctx, ps, last) {
 			continue
 		}
-		offsets[ps.tp] = p
+		offsets[ps.tp] = CommitOffset{Offset: p, Metadata: last.commitMetadata()}
 	}
 	if len(offsets) == 0 {
 		return nil
@@ -484,7 +533,7 @@ func (d *drain) commit(ctx context.Context) error {
 	if d.commitFailed != nil {
 		return fmt.Errorf("not committing after an earlier commit failed: %w", d.commitFailed)
 	}
-	if err := d.claim.Commit(ctx, offsets); err != nil {
+	if err := d.claim.CommitWithMetadata(ctx, offsets); err != nil {
 		// The broker may still apply the failed request later; a later,
 		// higher commit could then be overwritten by it. Commit nothing
 		// more in this drain: the records are mirrored again instead.
@@ -492,7 +541,7 @@ func (d *drain) commit(ctx context.Context) error {
 		return fmt.Errorf("committing offsets: %w", err)
 	}
 	for tp, off := range offsets {
-		d.states[tp].committedAt(off)
+		d.states[tp].committedAt(off.Offset)
 	}
 	return nil
 }
@@ -559,6 +608,7 @@ func (d *drain) report(ctx context.Context) {
 			Committed: ps.committed,
 			LagBefore: ps.lagBefore,
 			Gap:       ps.gap,
+			Note:      ps.note,
 		}
 		if len(ps.skipped) > 0 {
 			pr.SkippedOffsets = append([]int64(nil), ps.skipped...)

@@ -59,6 +59,9 @@ type PartitionReport struct {
 	Gap int64 `json:"gap,omitempty"`
 	// SkippedOffsets lists oversized records left out (skip policy).
 	SkippedOffsets []int64 `json:"skipped_offsets,omitempty"`
+	// Note explains a decision the drain took, e.g. starting a recreated
+	// topic over.
+	Note string `json:"note,omitempty"`
 	// Busy is set when another drain in this process held the partition.
 	Busy  bool   `json:"busy,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -119,7 +122,7 @@ func (r *Report) Lines() []string {
 		lines = append(lines, "error: "+e)
 	}
 	for _, p := range r.Partitions {
-		if p.Records > 0 || p.Error != "" || p.Gap > 0 || len(p.SkippedOffsets) > 0 || p.Busy {
+		if p.Records > 0 || p.Error != "" || p.Gap > 0 || len(p.SkippedOffsets) > 0 || p.Busy || p.Note != "" {
 			lines = append(lines, p.String())
 		}
 	}
@@ -139,6 +142,9 @@ func (p PartitionReport) String() string {
 	}
 	if len(p.SkippedOffsets) > 0 {
 		fmt.Fprintf(&b, ", skipped oversized offsets %v", p.SkippedOffsets)
+	}
+	if p.Note != "" {
+		b.WriteString(", " + p.Note)
 	}
 	if p.Busy {
 		b.WriteString(", busy: another drain in this process holds it")

@@ -95,6 +95,12 @@ type Source interface {
 	Committed(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error)
 }
 
+// CommitOffset is an offset to commit with the metadata stored beside it.
+type CommitOffset struct {
+	Offset   int64
+	Metadata string
+}
+
 // Claim is a consumer-group membership: the partitions one member owns for
 // one generation of the group. Kafka fences commits from a stale generation,
 // so two drains in two processes never regress each other's offsets.
@@ -106,9 +112,17 @@ type Claim interface {
 	// Lost is closed when the group rebalanced and this claim ended.
 	Lost() <-chan struct{}
 
+	// AssignedMetadata returns the metadata stored with the committed
+	// offsets of the owned partitions ("" where none).
+	AssignedMetadata() map[TopicPartition]string
+
 	// Commit stores, for owned partitions, the offset of the next record to
 	// read. It fails when the claim was lost.
 	Commit(ctx context.Context, offsets map[TopicPartition]int64) error
+
+	// CommitWithMetadata is Commit with a metadata string stored beside
+	// each offset (Kafka keeps it with the commit).
+	CommitWithMetadata(ctx context.Context, offsets map[TopicPartition]CommitOffset) error
 
 	// Release leaves the group. It is safe to call more than once.
 	Release(ctx context.Context) error

@@ -1,8 +1,10 @@
 package mirror
 
 import (
+	"fmt"
 	"hash/crc32"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -20,6 +22,7 @@ type partitionState struct {
 	start          int64 // first offset this drain reads
 	lagBefore      int64
 	gap            int64
+	note           string // what the drain decided at its start, for the report
 
 	mu        sync.Mutex
 	pending   []pendingRecord // handed to senders, not yet popped; offset order
@@ -63,6 +66,31 @@ func fingerprintOf(r *Record) fingerprint {
 	h.Write([]byte{0})
 	h.Write(r.Value)
 	return fingerprint{timestamp: r.Time.UnixMilli(), size: len(r.Value), crc: h.Sum32()}
+}
+
+// commitMetadataPrefix starts the metadata the mirror stores with each
+// commit: the fingerprint of the last record mirrored below the committed
+// offset. The next drain checks it, so a commit that landed on a topic
+// deleted and recreated under the same name is recognised.
+const commitMetadataPrefix = "ehmirror/1 "
+
+// commitMetadata encodes the last acknowledged record for the commit.
+func (a *ackedRecord) commitMetadata() string {
+	if a == nil {
+		return ""
+	}
+	return fmt.Sprintf("%slast=%d ts=%d size=%d crc=%08x", commitMetadataPrefix, a.offset, a.fp.timestamp, a.fp.size, a.fp.crc)
+}
+
+// parseCommitMetadata decodes commitMetadata; ok is false for metadata the
+// mirror did not write.
+func parseCommitMetadata(s string) (a ackedRecord, ok bool) {
+	rest, found := strings.CutPrefix(s, commitMetadataPrefix)
+	if !found {
+		return a, false
+	}
+	n, err := fmt.Sscanf(rest, "last=%d ts=%d size=%d crc=%x", &a.offset, &a.fp.timestamp, &a.fp.size, &a.fp.crc)
+	return a, err == nil && n == 4
 }
 
 // acked is the last acknowledged record below the commit point; the commit

@@ -155,3 +155,19 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 }
 
 var errTest = bytes.ErrTooLarge
+
+func TestCommitMetadataRoundTrip(t *testing.T) {
+	a := &ackedRecord{offset: 199, fp: fingerprintOf(&Record{Key: []byte("k"), Value: []byte("v"), Time: time.UnixMilli(1700000000000)})}
+	got, ok := parseCommitMetadata(a.commitMetadata())
+	if !ok || got != *a {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, ok, *a)
+	}
+	for _, foreign := range []string{"", "some other client", "ehmirror/1 last=x"} {
+		if _, ok := parseCommitMetadata(foreign); ok {
+			t.Errorf("parsed foreign metadata %q", foreign)
+		}
+	}
+	if (*ackedRecord)(nil).commitMetadata() != "" {
+		t.Error("no record: want empty metadata")
+	}
+}
