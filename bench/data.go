@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// Layout of the benchmark's Kafka cluster and Event Hubs namespace: the
+// seed's five topics (matched by the handler's default include pattern
+// prod\..*), each with four partitions, mirrored into hubs of the same name
+// with four partitions.
+const (
+	NumTopics     = 5
+	NumPartitions = 4
+)
+
+// DistinctKeys is how many distinct keys the keyed cases draw from, per
+// topic. Each key lives in one Kafka partition, as Kafka's own partitioner
+// would have it.
+const DistinctKeys = 1_000_000
+
+// baseTime is the timestamp of offset 0 in Unix milliseconds
+// (2026-01-01T00:00:00Z); offset o is o milliseconds later.
+const baseTime int64 = 1_767_225_600_000
+
+// TopicName is the name of topic ti (0-based) and of its hub.
+func TopicName(ti int) string { return "prod.test" + strconv.Itoa(ti+1) }
+
+// Shape is what one case's records look like.
+type Shape struct {
+	// Name identifies the case, e.g. "1KiB-keyed".
+	Name string `json:"name"`
+	// Size is the value size in bytes.
+	Size int `json:"size"`
+	// Keyed records carry one of DistinctKeys keys; keyless ones a nil key.
+	Keyed bool `json:"keyed"`
+}
+
+// DefaultShapes are the issue's six cases: 100 B, 1 KiB and 10 KiB values,
+// keyless and keyed.
+func DefaultShapes() []Shape {
+	var out []Shape
+	for _, s := range []struct {
+		label string
+		size  int
+	}{{"100B", 100}, {"1KiB", 1 << 10}, {"10KiB", 10 << 10}} {
+		out = append(out,
+			Shape{Name: s.label + "-keyless", Size: s.size},
+			Shape{Name: s.label + "-keyed", Size: s.size, Keyed: true})
+	}
+	return out
+}
+
+// gen produces the records of a shape deterministically from their
+// coordinates, so the loader and the send-limit phase (which has no Kafka)
+// agree on every key, value and timestamp without keeping them.
+type gen struct {
+	shape  Shape
+	pool   []byte   // random bytes that values are cut from
+	topics []string // TopicName of each topic, made once
+}
+
+// poolSize is the size of the random pool values are sliced from.
+const poolSize = 4 << 20
+
+func newGen(shape Shape) *gen {
+	r := rand.New(rand.NewChaCha8([32]byte{'e', 'h', 'm', 'i', 'r', 'r', 'o', 'r'}))
+	pool := make([]byte, poolSize)
+	for i := 0; i+8 <= len(pool); i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			pool[i+j] = byte(v >> (8 * j))
+		}
+	}
+	topics := make([]string, NumTopics)
+	for ti := range topics {
+		topics[ti] = TopicName(ti)
+	}
+	return &gen{shape: shape, pool: pool, topics: topics}
+}
+
+// mix hashes a record's coordinates (splitmix64 finaliser).
+func mix(ti, p int, off int64) uint64 {
+	z := uint64(ti)<<56 ^ uint64(p)<<48 ^ uint64(off) + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// value returns the value of a record; it aliases the pool and must not be
+// modified.
+func (g *gen) value(ti, p int, off int64) []byte {
+	start := int(mix(ti, p, off) % uint64(len(g.pool)-g.shape.Size))
+	return g.pool[start : start+g.shape.Size : start+g.shape.Size]
+}
+
+// key returns the key of a record, nil for keyless shapes: "key-NNNNNNN",
+// one of DistinctKeys per topic, each key confined to one partition.
+func (g *gen) key(ti, p int, off int64) []byte {
+	if !g.shape.Keyed {
+		return nil
+	}
+	id := (mix(ti, p, off)>>8)%(DistinctKeys/NumPartitions)*NumPartitions + uint64(p)
+	return fmt.Appendf(make([]byte, 0, 12), "key-%07d", id)
+}
+
+// timestamp returns the timestamp of a record in Unix milliseconds.
+func (g *gen) timestamp(off int64) int64 { return baseTime + off }
+
+// record returns the record as the Kafka adapter would read it.
+func (g *gen) record(ti, p int, off int64) mirror.Record {
+	return mirror.Record{
+		Topic:     g.topics[ti],
+		Partition: int32(p),
+		Offset:    off,
+		Key:       g.key(ti, p, off),
+		Value:     g.value(ti, p, off),
+		Time:      time.UnixMilli(g.timestamp(off)),
+	}
+}

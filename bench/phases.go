@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ehmirror/ehmirror/emulator/partitionkey"
+	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// engineOptions are the engine options of the mirror phase, as the handler
+// sets them by default (hash partitioning, 64 MiB in flight, 1 MiB fetches).
+func engineOptions(logger *slog.Logger) mirror.Options {
+	return mirror.Options{Partitioning: mirror.PartitionByHash, Logger: logger}
+}
+
+// allPartitions lists the benchmark's 20 Kafka partitions.
+func allPartitions() []mirror.TopicPartition {
+	tps := make([]mirror.TopicPartition, 0, NumTopics*NumPartitions)
+	for ti := range NumTopics {
+		for p := range NumPartitions {
+			tps = append(tps, mirror.TopicPartition{Topic: TopicName(ti), Partition: int32(p)})
+		}
+	}
+	return tps
+}
+
+func newSource(spec ChildSpec, group string, logger *slog.Logger) (*kafka.Source, error) {
+	src, err := kafka.NewSource(kafka.Options{Brokers: spec.Brokers, Group: group, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: %w", err)
+	}
+	return src, nil
+}
+
+func newSink(spec ChildSpec, logger *slog.Logger) (*eventhubs.Sink, error) {
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: spec.ConnectionString, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("event hubs sink: %w", err)
+	}
+	return sink, nil
+}
+
+// readPhase reads every record with the adapter's Fetch and the engine's
+// FetchBytes, one goroutine per partition as the engine's readers do.
+func readPhase(ctx context.Context, spec ChildSpec, m *meter) error {
+	logger := slog.New(slog.DiscardHandler)
+	src, err := newSource(spec, "bench-read", logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }()
+	eng, err := mirror.New(src, nil, engineOptions(logger))
+	if err != nil {
+		return fmt.Errorf("engine options: %w", err)
+	}
+	fetchBytes := eng.Options().FetchBytes
+	tps := allPartitions()
+	wms, err := src.Watermarks(ctx, tps) // also warms the connection
+	if err != nil {
+		return fmt.Errorf("watermarks: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	var records, bytes atomic.Int64
+	if err := m.start(); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, tp := range tps {
+		g.Go(func() error {
+			off, end := wms[tp].Start, wms[tp].End
+			for off < end {
+				f, err := src.Fetch(gctx, tp, off, fetchBytes)
+				if err != nil {
+					return fmt.Errorf("fetch: %w", err)
+				}
+				var n int64
+				for i := range f.Records {
+					n += int64(len(f.Records[i].Value))
+				}
+				records.Add(int64(len(f.Records)))
+				bytes.Add(n)
+				if f.Next <= off {
+					return fmt.Errorf("fetch of %s at %d made no progress", tp, off)
+				}
+				off = f.Next
+			}
+			return nil
+		})
+	}
+	werr := g.Wait()
+	serr := m.stop()
+	if err := errors.Join(werr, serr); err != nil {
+		return err
+	}
+	m.res.Records, m.res.Bytes = records.Load(), bytes.Load()
+	if want := spec.PerPartition * int64(len(tps)); m.res.Records != want {
+		return fmt.Errorf("read %d records, want %d", m.res.Records, want)
+	}
+	return nil
+}
+
+// route is one hub partition's share of the records: their coordinates
+// packed as partition<<48 | offset.
+type route struct {
+	topic       int
+	partitionID string
+	records     []uint64
+}
+
+// routes assigns every record to its hub partition the way the engine's
+// hash partitioning does: a keyed record to the Event Hubs service's hash
+// of its key, a keyless one to its Kafka partition mod the partition count.
+func routes(g *gen, ti int, ids []string, perPartition int64) []*route {
+	out := make([]*route, len(ids))
+	for i, id := range ids {
+		out[i] = &route{topic: ti, partitionID: id}
+	}
+	for p := range NumPartitions {
+		for off := range perPartition {
+			q := p % len(ids)
+			if k := g.key(ti, p, off); k != nil {
+				q = partitionkey.Partition(string(k), len(ids))
+			}
+			out[q].records = append(out[q].records, uint64(p)<<48|uint64(off))
+		}
+	}
+	return out
+}
+
+// sendPhase sends the event of every record (mirror.EventFor, as the engine
+// maps it) through the project's sink in full batches, one sender per hub
+// partition, with no Kafka involved.
+func sendPhase(ctx context.Context, spec ChildSpec, m *meter) error {
+	logger := slog.New(slog.DiscardHandler)
+	sink, err := newSink(spec, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sink.Close(context.WithoutCancel(ctx)) }()
+	g := newGen(spec.Shape)
+	var all []*route
+	for ti := range NumTopics {
+		hub, err := sink.Hub(ctx, TopicName(ti))
+		if err != nil {
+			return fmt.Errorf("hub: %w", err)
+		}
+		rs := routes(g, ti, hub.PartitionIDs, spec.PerPartition)
+		for _, r := range rs {
+			// Open the link now, as a warm handler has it open.
+			if _, err := sink.NewBatch(ctx, TopicName(ti), r.partitionID); err != nil {
+				return fmt.Errorf("warming the link: %w", err)
+			}
+		}
+		all = append(all, rs...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	var records, bytes atomic.Int64
+	var cnt counters
+	counted := countingSink{Sink: sink, c: &cnt}
+	if err := m.start(); err != nil {
+		return err
+	}
+	eg, gctx := errgroup.WithContext(ctx)
+	for _, r := range all {
+		eg.Go(func() error {
+			n, b, err := sendRoute(gctx, counted, g, r)
+			records.Add(n)
+			bytes.Add(b)
+			return err
+		})
+	}
+	werr := eg.Wait()
+	serr := m.stop()
+	if err := errors.Join(werr, serr); err != nil {
+		return err
+	}
+	m.res.Counters = cnt.snapshot()
+	m.res.Records, m.res.Bytes = records.Load(), bytes.Load()
+	if want := spec.PerPartition * NumTopics * NumPartitions; m.res.Records != want {
+		return fmt.Errorf("sent %d records, want %d", m.res.Records, want)
+	}
+	return nil
+}
+
+// sendRoute sends one hub partition's events, one full batch at a time.
+func sendRoute(ctx context.Context, sink mirror.Sink, g *gen, r *route) (records, bytes int64, err error) {
+	hub := TopicName(r.topic)
+	i := 0
+	for i < len(r.records) {
+		b, err := sink.NewBatch(ctx, hub, r.partitionID)
+		if err != nil {
+			return records, bytes, fmt.Errorf("new batch: %w", err)
+		}
+		var n, nb int64
+		for i < len(r.records) {
+			c := r.records[i]
+			rec := g.record(r.topic, int(c>>48), int64(c&(1<<48-1)))
+			ev := mirror.EventFor(&rec)
+			if err := b.Add(&ev); err != nil {
+				if errors.Is(err, mirror.ErrBatchFull) {
+					break
+				}
+				return records, bytes, fmt.Errorf("adding an event: %w", err)
+			}
+			n++
+			nb += int64(len(rec.Value))
+			i++
+		}
+		if err := sink.Send(ctx, b); err != nil {
+			return records, bytes, fmt.Errorf("send: %w", err)
+		}
+		records += n
+		bytes += nb
+	}
+	return records, bytes, nil
+}
+
+// mirrorPhase drains every record through the engine with a fresh consumer
+// group, on a process whose Kafka connection and Event Hubs links are open,
+// then times drains that find nothing to do.
+func mirrorPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logger) error {
+	quiet := slog.New(slog.DiscardHandler)
+	src, err := newSource(spec, spec.Group, quiet)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Close() }()
+	sink, err := newSink(spec, quiet)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sink.Close(context.WithoutCancel(ctx)) }()
+	var cnt counters
+	eng, err := mirror.New(countingSource{Source: src, c: &cnt}, countingSink{Sink: sink, c: &cnt}, engineOptions(logger))
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	// Warm the process as an earlier invocation would have: topic
+	// listing, watermarks, hub properties and one link per hub partition.
+	if _, err := src.Topics(ctx); err != nil {
+		return fmt.Errorf("warming kafka: %w", err)
+	}
+	if _, err := src.Watermarks(ctx, allPartitions()); err != nil {
+		return fmt.Errorf("warming kafka: %w", err)
+	}
+	for ti := range NumTopics {
+		hub, err := sink.Hub(ctx, TopicName(ti))
+		if err != nil {
+			return fmt.Errorf("warming event hubs: %w", err)
+		}
+		for _, id := range hub.PartitionIDs {
+			if _, err := sink.NewBatch(ctx, hub.Name, id); err != nil {
+				return fmt.Errorf("warming event hubs: %w", err)
+			}
+		}
+	}
+	lim := mirror.Limits{MaxDuration: spec.Timeout}
+	if err := m.start(); err != nil {
+		return err
+	}
+	rep, derr := eng.Drain(ctx, "bench", lim)
+	if err := errors.Join(derr, m.stop()); err != nil {
+		return err
+	}
+	m.res.Counters = cnt.snapshot()
+	m.res.Records, m.res.Bytes = rep.Records, rep.Bytes
+	m.res.Note = "stopped: " + rep.Stopped
+	want := spec.PerPartition * NumTopics * NumPartitions
+	if rep.Records != want || rep.Stopped != mirror.StopCaughtUp || rep.Failed() || len(rep.Errors) > 0 || rep.LagAfter != 0 {
+		return fmt.Errorf("drain mirrored %d of %d records, stopped %q, lag after %d, errors %v", rep.Records, want, rep.Stopped, rep.LagAfter, rep.Errors)
+	}
+	for range spec.IdleDrains {
+		t0 := time.Now()
+		rep, err := eng.Drain(ctx, "bench-idle", lim)
+		d := time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("idle drain: %w", err)
+		}
+		if rep.Records != 0 || len(rep.Errors) > 0 {
+			return fmt.Errorf("idle drain mirrored %d records, errors %v", rep.Records, rep.Errors)
+		}
+		m.res.IdleDrainsMs = append(m.res.IdleDrainsMs, float64(d.Microseconds())/1000)
+	}
+	return nil
+}
+
+// median returns the median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,40 @@
+# Storage for Event Hubs Capture (Avro files of every hub).
+resource "azurerm_storage_account" "capture" {
+  name                     = local.names.capture_storage_account
+  resource_group_name      = local.resource_group.name
+  location                 = var.location
+  account_kind             = "StorageV2"
+  account_tier             = "Standard" # Capture does not support Premium storage.
+  account_replication_type = var.capture_storage_replication_type
+
+  min_tls_version                 = "TLS1_2"
+  https_traffic_only_enabled      = true
+  allow_nested_items_to_be_public = false
+
+  tags = local.tags
+}
+
+resource "azurerm_storage_container" "capture" {
+  name                  = var.capture_container_name
+  storage_account_id    = azurerm_storage_account.capture.id
+  container_access_type = "private"
+}
+
+# Capture authenticates with the namespace's system-assigned identity.
+resource "azurerm_role_assignment" "namespace_capture_blob" {
+  scope                = azurerm_storage_account.capture.id
+  role_definition_name = "Storage Blob Data Contributor"
+  principal_id         = azurerm_eventhub_namespace.this.identity[0].principal_id
+  principal_type       = "ServicePrincipal"
+  description          = "Event Hubs Capture writes Avro files of every hub."
+}
+
+# Enabling Capture checks that the caller may write the destination container.
+resource "azurerm_role_assignment" "deployer_capture_blob" {
+  count = var.grant_deployer_capture_access ? 1 : 0
+
+  scope                = azurerm_storage_account.capture.id
+  role_definition_name = "Storage Blob Data Contributor"
+  principal_id         = data.azurerm_client_config.current.object_id
+  description          = "Identity running terraform may enable Capture to this account."
+}

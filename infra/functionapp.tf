@@ -1,0 +1,147 @@
+# Storage of the function app itself: AzureWebJobsStorage (timer leases) and
+# the content share that Elastic Premium needs. Azure Files content shares do
+# not support managed identity on Elastic Premium, so this one is key-based.
+resource "azurerm_storage_account" "function" {
+  name                     = local.names.function_storage_account
+  resource_group_name      = local.resource_group.name
+  location                 = var.location
+  account_kind             = "StorageV2"
+  account_tier             = "Standard"
+  account_replication_type = var.function_storage_replication_type
+
+  min_tls_version                 = "TLS1_2"
+  https_traffic_only_enabled      = true
+  allow_nested_items_to_be_public = false
+
+  tags = local.tags
+}
+
+resource "azurerm_service_plan" "this" {
+  name                         = local.names.service_plan
+  resource_group_name          = local.resource_group.name
+  location                     = var.location
+  os_type                      = "Linux"
+  sku_name                     = var.function_plan_sku
+  maximum_elastic_worker_count = var.function_maximum_elastic_worker_count
+
+  tags = local.tags
+}
+
+locals {
+  # Every setting the handler reads. Secrets appear only as Key Vault
+  # references; FUNCTIONS_WORKER_RUNTIME comes from use_custom_runtime and
+  # AzureWebJobsStorage from storage_account_name/access_key.
+  kafka_secret_references = {
+    for setting, secret in azurerm_key_vault_secret.kafka :
+    setting => "@Microsoft.KeyVault(SecretUri=${secret.versionless_id})"
+  }
+
+  # Zip deployment of the prebuilt package (scripts/deploy.sh): run it as
+  # the mounted package, no remote (Oryx) build.
+  platform_app_settings = {
+    WEBSITE_RUN_FROM_PACKAGE       = "1"
+    SCM_DO_BUILD_DURING_DEPLOYMENT = "false"
+  }
+
+  handler_app_settings = merge(
+    {
+      KAFKA_BROKERS        = join(",", var.kafka_brokers)
+      KAFKA_GROUP          = var.kafka_group
+      KAFKA_TOPICS_INCLUDE = var.kafka_topics_include
+      KAFKA_TOPICS_EXCLUDE = var.kafka_topics_exclude
+      KAFKA_SASL_MECHANISM = var.kafka_sasl_mechanism
+      KAFKA_TLS            = tostring(var.kafka_tls)
+
+      KAFKA_TLS_INSECURE_SKIP_VERIFY = tostring(var.kafka_tls_insecure_skip_verify)
+      KAFKA_START_OFFSET             = var.kafka_start_offset
+
+      # Identity-based connection "EVENTHUBS": no key, no connection string.
+      EVENTHUBS__fullyQualifiedNamespace = local.eventhubs_fqdn
+      EVENTHUBS__clientId                = var.eventhubs_client_id
+
+      MIRROR_SCHEDULE        = var.mirror_schedule
+      MIRROR_MAX_RECORDS     = tostring(var.mirror_max_records)
+      MIRROR_MAX_BYTES       = tostring(var.mirror_max_bytes)
+      MIRROR_MAX_DURATION    = var.mirror_max_duration
+      MIRROR_INFLIGHT_BYTES  = tostring(var.mirror_inflight_bytes)
+      MIRROR_PARTITIONING    = var.mirror_partitioning
+      MIRROR_ROUTES          = var.mirror_routes
+      MIRROR_GAP_POLICY      = var.mirror_gap_policy
+      MIRROR_OVERSIZE_POLICY = var.mirror_oversize_policy
+
+      MIRROR_CATCHUP_MAX_DURATION = var.mirror_catchup_max_duration
+    },
+    # KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_TLS_CA_PEM
+    local.kafka_secret_references,
+  )
+}
+
+resource "azurerm_linux_function_app" "this" {
+  name                = local.names.function_app
+  resource_group_name = local.resource_group.name
+  location            = var.location
+  service_plan_id     = azurerm_service_plan.this.id
+
+  storage_account_name       = azurerm_storage_account.function.name
+  storage_account_access_key = azurerm_storage_account.function.primary_access_key
+
+  functions_extension_version = "~4"
+  https_only                  = true
+
+  # Zip deploy (scripts/deploy.sh) goes through the SCM site; FTP is not used.
+  ftp_publish_basic_authentication_enabled = false
+
+  virtual_network_subnet_id = var.vnet_integration_subnet_id
+
+  identity {
+    type = "SystemAssigned"
+  }
+
+  site_config {
+    application_stack {
+      use_custom_runtime = true
+    }
+
+    minimum_tls_version                    = "1.2"
+    scm_minimum_tls_version                = "1.2"
+    ftps_state                             = "Disabled"
+    http2_enabled                          = true
+    vnet_route_all_enabled                 = var.vnet_integration_subnet_id != null && var.vnet_route_all_enabled
+    application_insights_connection_string = azurerm_application_insights.this.connection_string
+  }
+
+  app_settings = merge(var.additional_app_settings, local.platform_app_settings, local.handler_app_settings)
+
+  tags = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = var.kafka_tls || nonsensitive(var.kafka_tls_ca_pem == null)
+      error_message = "kafka_tls_ca_pem is set but kafka_tls is false; the handler uses the CA only over TLS."
+    }
+  }
+}
+
+# Every role the function app's identity holds, and nothing broader:
+# send to the namespace's hubs (no Listen, no Manage, no SAS keys) and read
+# the Kafka secrets behind its Key Vault references.
+resource "azurerm_role_assignment" "function_app" {
+  for_each = {
+    eventhubs_sender = {
+      scope       = azurerm_eventhub_namespace.this.id
+      role        = "Azure Event Hubs Data Sender"
+      description = "ehmirror function app sends mirrored records to the hubs of this namespace."
+    }
+    key_vault_secrets = {
+      scope       = azurerm_key_vault.this.id
+      role        = "Key Vault Secrets User"
+      description = "ehmirror function app resolves the Key Vault references of its Kafka credentials."
+    }
+  }
+
+  scope                = each.value.scope
+  role_definition_name = each.value.role
+  principal_id         = azurerm_linux_function_app.this.identity[0].principal_id
+  principal_type       = "ServicePrincipal"
+  description          = each.value.description
+}

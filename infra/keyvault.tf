@@ -1,0 +1,48 @@
+# Kafka credentials live in Key Vault; app settings only hold
+# @Microsoft.KeyVault(SecretUri=...) references that the platform resolves
+# with the function app's identity.
+resource "azurerm_key_vault" "this" {
+  name                       = local.names.key_vault
+  resource_group_name        = local.resource_group.name
+  location                   = var.location
+  tenant_id                  = data.azurerm_client_config.current.tenant_id
+  sku_name                   = "standard"
+  rbac_authorization_enabled = true
+  purge_protection_enabled   = var.key_vault_purge_protection_enabled
+  soft_delete_retention_days = 7
+
+  tags = local.tags
+}
+
+resource "azurerm_role_assignment" "deployer_key_vault_secrets" {
+  count = var.grant_deployer_key_vault_access ? 1 : 0
+
+  scope                = azurerm_key_vault.this.id
+  role_definition_name = "Key Vault Secrets Officer"
+  principal_id         = data.azurerm_client_config.current.object_id
+  description          = "Identity running terraform writes the Kafka secrets."
+}
+
+resource "azurerm_key_vault_secret" "kafka" {
+  for_each = local.kafka_secret_names
+
+  name         = each.value
+  key_vault_id = azurerm_key_vault.this.id
+  value = lookup({
+    KAFKA_SASL_USERNAME = var.kafka_sasl_username
+    KAFKA_SASL_PASSWORD = var.kafka_sasl_password
+    KAFKA_TLS_CA_PEM    = var.kafka_tls_ca_pem
+  }, each.key)
+  content_type = each.key == "KAFKA_TLS_CA_PEM" ? "application/x-pem-file" : "text/plain"
+
+  tags = local.tags
+
+  depends_on = [azurerm_role_assignment.deployer_key_vault_secrets]
+
+  lifecycle {
+    precondition {
+      condition     = !local.kafka_sasl_enabled || (nonsensitive(var.kafka_sasl_username != null && var.kafka_sasl_username != "") && nonsensitive(var.kafka_sasl_password != null && var.kafka_sasl_password != ""))
+      error_message = "kafka_sasl_username and kafka_sasl_password are required unless kafka_sasl_mechanism is \"none\"."
+    }
+  }
+}

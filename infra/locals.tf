@@ -1,0 +1,72 @@
+data "azurerm_client_config" "current" {}
+
+locals {
+  # --- naming ----------------------------------------------------------------
+  # <prefix>-<environment> for names that only need to be unique in the
+  # resource group; globally unique names also carry the suffix.
+  base = "${var.name_prefix}-${var.environment}"
+
+  resource_group_name = coalesce(var.existing_resource_group_name, "rg-${local.base}")
+
+  # Stable per subscription + resource group when name_suffix is empty.
+  suffix = var.name_suffix != "" ? var.name_suffix : substr(sha256("${data.azurerm_client_config.current.subscription_id}/${local.resource_group_name}"), 0, 6)
+
+  # Storage accounts and key vaults allow only short (<= 24) names; storage
+  # accounts no hyphens at all.
+  compact = substr(replace("${var.name_prefix}${var.environment}", "-", ""), 0, 12)
+
+  names = {
+    eventhub_namespace       = "evhns-${local.base}-${local.suffix}"
+    capture_storage_account  = "stc${local.compact}${local.suffix}"
+    function_storage_account = "stf${local.compact}${local.suffix}"
+    key_vault                = "kv-${local.compact}-${local.suffix}"
+    service_plan             = "asp-${local.base}"
+    function_app             = "func-${local.base}-${local.suffix}"
+    log_analytics_workspace  = "log-${local.base}"
+    application_insights     = "appi-${local.base}"
+  }
+
+  tags = merge(var.tags, {
+    application = "ehmirror"
+    environment = var.environment
+    managed-by  = "terraform"
+  })
+
+  # Resource providers used by this configuration (see providers.tf).
+  resource_providers = [
+    "Microsoft.EventHub",
+    "Microsoft.Insights",
+    "Microsoft.KeyVault",
+    "Microsoft.OperationalInsights",
+    "Microsoft.Storage",
+    "Microsoft.Web",
+  ]
+
+  # --- event hubs ------------------------------------------------------------
+  # Public Azure cloud; other clouds use another DNS suffix.
+  eventhubs_fqdn = "${azurerm_eventhub_namespace.this.name}.servicebus.windows.net"
+
+  consumer_groups = merge([
+    for hub_name, hub in var.event_hubs : {
+      for cg in hub.consumer_groups : "${hub_name}/${cg}" => {
+        eventhub_name = hub_name
+        name          = cg
+      }
+    }
+  ]...)
+
+  # --- key vault secrets -----------------------------------------------------
+  kafka_sasl_enabled = var.kafka_sasl_mechanism != "none"
+
+  # Only non-secret flags decide which secrets exist, so for_each keys stay
+  # known at plan time while the (sensitive) values stay out of them.
+  kafka_secret_names = merge(
+    local.kafka_sasl_enabled ? {
+      KAFKA_SASL_USERNAME = "kafka-sasl-username"
+      KAFKA_SASL_PASSWORD = "kafka-sasl-password"
+    } : {},
+    nonsensitive(var.kafka_tls_ca_pem != null) ? {
+      KAFKA_TLS_CA_PEM = "kafka-tls-ca-pem"
+    } : {},
+  )
+}

@@ -1,0 +1,49 @@
+output "resource_group_name" {
+  description = "Resource group that holds every resource of the mirror."
+  value       = local.resource_group.name
+}
+
+output "eventhubs_namespace_name" {
+  description = "Name of the Event Hubs namespace."
+  value       = azurerm_eventhub_namespace.this.name
+}
+
+output "eventhubs_namespace_fqdn" {
+  description = "Fully qualified namespace the mirror sends to (EVENTHUBS__fullyQualifiedNamespace)."
+  value       = local.eventhubs_fqdn
+}
+
+output "event_hub_names" {
+  description = "Names of the event hubs, one per mirrored topic (or route target)."
+  value       = sort([for hub in azurerm_eventhub.this : hub.name])
+}
+
+output "function_app_name" {
+  description = "Name of the function app that runs the mirror (target of the zip deployment)."
+  value       = azurerm_linux_function_app.this.name
+}
+
+output "function_app_default_hostname" {
+  description = "Default host name of the function app (https://<this>/api/status)."
+  value       = azurerm_linux_function_app.this.default_hostname
+}
+
+output "function_app_principal_id" {
+  description = "Object ID of the function app's system-assigned identity (holds Azure Event Hubs Data Sender on the namespace)."
+  value       = azurerm_linux_function_app.this.identity[0].principal_id
+}
+
+output "capture_storage_account_name" {
+  description = "Storage account that receives Event Hubs Capture files."
+  value       = azurerm_storage_account.capture.name
+}
+
+output "capture_container_name" {
+  description = "Blob container that receives the Capture (Avro) files of every hub."
+  value       = azurerm_storage_container.capture.name
+}
+
+output "key_vault_name" {
+  description = "Key Vault holding the Kafka credentials referenced by the app settings."
+  value       = azurerm_key_vault.this.name
+}

@@ -1,0 +1,13 @@
+terraform {
+  # Plans and applies need Terraform >= 1.6. The offline tests in tests/ use
+  # mock providers and overrides, which need Terraform >= 1.7
+  # (scripts/terraform-check.sh runs them with a suitable version).
+  required_version = ">= 1.6"
+
+  required_providers {
+    azurerm = {
+      source  = "hashicorp/azurerm"
+      version = "~> 5.2"
+    }
+  }
+}

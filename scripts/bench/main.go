@@ -1,0 +1,103 @@
+// Command bench measures the mirror's throughput beside the Kafka-read and
+// Event-Hubs-send limits of the same machine (issue 7), prints a table and
+// writes .bench/latest.json. `make bench` runs it; -quick is a smoke run.
+//
+// main only wires flags to package bench; the same binary, re-executed with
+// a child spec in its environment, measures one phase.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/ehmirror/ehmirror/bench"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	spec, err := bench.ChildSpecFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if spec != nil {
+		return bench.RunChild(ctx, *spec, os.Stdout, logger)
+	}
+
+	var cfg bench.Config
+	var cases, profile, out string
+	flag.BoolVar(&cfg.Quick, "quick", false, "smoke run: 2,000 records per case, one round, few samples")
+	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send and mirror per case; the fastest counts (default 2, quick 1)")
+	flag.Int64Var(&cfg.Records, "records", 0, "records per case (0: size each case for -seconds of mirroring)")
+	flag.Float64Var(&cfg.Seconds, "seconds", 10, "target seconds of each case's mirror drain when -records is 0")
+	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed)")
+	flag.StringVar(&profile, "profile", "", "comma-separated case names whose mirror phase is CPU-profiled (read, send and mirror phases, child and infra) into .bench/cpu-CASE-PHASE[-infra].pprof")
+	flag.IntVar(&cfg.IdleDrains, "idle", 0, "idle drains timed per case (default 5, quick 2; -1 none)")
+	flag.IntVar(&cfg.StartSamples, "starts", 0, "handler start-to-ready samples (default 7, quick 3; -1 none)")
+	flag.Int64Var(&cfg.MaxBacklogBytes, "max-backlog-bytes", 0, "cap on one case's backlog in value bytes (default 2 GiB)")
+	flag.StringVar(&cfg.HandlerBinary, "handler", "", "a built handler binary (default: build ./handler into .bench)")
+	flag.StringVar(&out, "out", "", "JSON output (default .bench/latest.json in the repository)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+
+	if cases != "" {
+		all := map[string]bench.Shape{}
+		for _, s := range bench.DefaultShapes() {
+			all[s.Name] = s
+		}
+		for name := range strings.SplitSeq(cases, ",") {
+			s, ok := all[strings.TrimSpace(name)]
+			if !ok {
+				return fmt.Errorf("-cases: unknown case %q", name)
+			}
+			cfg.Shapes = append(cfg.Shapes, s)
+		}
+	}
+	if profile != "" {
+		cfg.Profile = strings.Split(profile, ",")
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	res, err := bench.Run(ctx, cfg)
+	if res != nil && len(res.Cases) > 0 {
+		if perr := res.PrintTable(os.Stdout); perr != nil {
+			err = errors.Join(err, perr)
+		}
+		if out == "" {
+			wd, werr := os.Getwd()
+			if werr != nil {
+				return errors.Join(err, werr)
+			}
+			root, rerr := bench.ModuleRoot(wd)
+			if rerr != nil {
+				return errors.Join(err, rerr)
+			}
+			out = filepath.Join(root, ".bench", "latest.json")
+		}
+		if werr := res.WriteJSON(out); werr != nil {
+			err = errors.Join(err, werr)
+		} else {
+			cfg.Logger.Info("wrote " + out)
+		}
+	}
+	return err
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Offline checks for infra/: terraform fmt, validate and test (mock provider)
+# against the real hashicorp/azurerm 5.2.0 provider schema.
+#
+# Works on a fresh machine that has only Go:
+#   * terraform: the one on PATH if it is >= 1.7 (mock providers), otherwise
+#     built with `go install github.com/hashicorp/terraform@v1.8.5`;
+#   * azurerm: no registry access here, so the provider is built from the Go
+#     module proxy once (about 20 minutes) and cached outside the repository in
+#     ${EHMIRROR_CACHE:-$HOME/.cache/ehmirror}, then used via dev_overrides.
+# Anything missing or broken fails the run; nothing is skipped.
+set -euo pipefail
+
+AZURERM_MODULE=github.com/hashicorp/terraform-provider-azurerm
+AZURERM_VERSION=v1.44.1-0.20260824201233-fae580791926 # commit fae580791926 = azurerm v5.2.0
+AZURERM_COMMIT=fae580791926
+TERRAFORM_MODULE=github.com/hashicorp/terraform
+# Fallback when no terraform >= 1.7 is on PATH. 1.8.5 is the newest release
+# that `go install` can build: from 1.9 on, terraform's go.mod has replace
+# directives to nested modules (missing from the module zip), and go install
+# of e.g. v1.13.3 fails.
+TERRAFORM_VERSION=v1.8.5
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+INFRA=$ROOT/infra
+CACHE=${EHMIRROR_CACHE:-$HOME/.cache/ehmirror}
+PROVIDER_DIR=$CACHE/terraform-provider-azurerm/$AZURERM_COMMIT
+PROVIDER_BIN=$PROVIDER_DIR/terraform-provider-azurerm
+# A build started by hand earlier (same module version) may already be here.
+PREBUILT_PROVIDER=$CACHE/tfprovider-build/terraform-provider-azurerm
+
+say() { printf '==> %s\n' "$*"; }
+die() {
+	printf 'terraform-check: FAILED: %s\n' "$*" >&2
+	exit 1
+}
+
+command -v go >/dev/null 2>&1 || die "go is not on PATH; it is needed to build terraform and the azurerm provider."
+
+WORK=$(mktemp -d)
+BUILD_PID=
+cleanup() {
+	if [[ -n $BUILD_PID ]] && kill -0 "$BUILD_PID" 2>/dev/null; then
+		kill "$BUILD_PID" 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# go_install MODULE@VERSION GOBIN WHAT: go install with a heartbeat each minute.
+go_install() {
+	local target=$1 gobin=$2 what=$3 log=$WORK/go-install.log start=$SECONDS next=60
+	GOBIN=$gobin go install "$target" >"$log" 2>&1 &
+	BUILD_PID=$!
+	while kill -0 "$BUILD_PID" 2>/dev/null; do
+		sleep 5
+		if ((SECONDS - start >= next)); then
+			say "still building $what… $(((SECONDS - start) / 60)) min elapsed"
+			next=$((next + 60))
+		fi
+	done
+	if ! wait "$BUILD_PID"; then
+		BUILD_PID=
+		tail -n 40 "$log" >&2
+		die "go install $target failed (log above)."
+	fi
+	BUILD_PID=
+	say "built $what in $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
+}
+
+# is_expected_provider FILE: a complete Go binary built from the pinned module version.
+is_expected_provider() {
+	[[ -x $1 ]] && go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$AZURERM_MODULE[[:space:]]+$AZURERM_VERSION([[:space:]]|\$)"
+}
+
+# --- terraform CLI configuration: use the local provider, never the registry ---
+# (written first, so no terraform call reads a user's or a broken CLI config)
+cat >"$WORK/terraformrc" <<EOF
+provider_installation {
+  dev_overrides {
+    "hashicorp/azurerm" = "$PROVIDER_DIR"
+  }
+  direct {}
+}
+EOF
+export TF_CLI_CONFIG_FILE=$WORK/terraformrc
+export TF_IN_AUTOMATION=1 TF_INPUT=0 CHECKPOINT_DISABLE=1
+# Keep the checks away from infra/.terraform of a real deployment.
+export TF_DATA_DIR=$WORK/tfdata
+unset TF_WORKSPACE TF_CLI_ARGS TF_CLI_ARGS_fmt TF_CLI_ARGS_test TF_CLI_ARGS_validate
+
+# --- terraform ----------------------------------------------------------------
+terraform_ok() {
+	local v
+	v=$("$1" version -json 2>/dev/null | sed -n 's/.*"terraform_version": *"\([0-9][0-9.]*\).*/\1/p')
+	[[ -n $v ]] || return 1 # "1.8.5-dev" (a go install build) counts as 1.8.5
+	# mock_provider / override_* in terraform test need >= 1.7
+	[[ $(printf '%s\n' "1.7.0" "$v" | sort -V | head -n1) == "1.7.0" ]]
+}
+
+TERRAFORM=$(command -v terraform || true)
+if [[ -z $TERRAFORM ]] || ! terraform_ok "$TERRAFORM"; then
+	TF_BIN_DIR=$CACHE/terraform/$TERRAFORM_VERSION
+	TERRAFORM=$TF_BIN_DIR/terraform
+	if [[ ! -x $TERRAFORM ]]; then
+		say "terraform >= 1.7 not found on PATH; building $TERRAFORM_MODULE@$TERRAFORM_VERSION (a few minutes)…"
+		mkdir -p "$TF_BIN_DIR"
+		go_install "$TERRAFORM_MODULE@$TERRAFORM_VERSION" "$TF_BIN_DIR" terraform
+	fi
+	terraform_ok "$TERRAFORM" || die "$TERRAFORM does not work or is older than 1.7."
+fi
+say "terraform: $TERRAFORM ($("$TERRAFORM" version | head -n1))"
+
+# --- azurerm provider -----------------------------------------------------------
+if ! is_expected_provider "$PROVIDER_BIN"; then
+	mkdir -p "$PROVIDER_DIR"
+	# A build of the same version already running into $PREBUILT_PROVIDER's
+	# directory (started by hand): wait for it rather than build twice.
+	start=$SECONDS next=60 waiting=
+	while ! is_expected_provider "$PREBUILT_PROVIDER" &&
+		pgrep -f "go install $AZURERM_MODULE@$AZURERM_VERSION" >/dev/null 2>&1; do
+		if [[ -z $waiting ]]; then
+			say "an azurerm provider build is already running; waiting for it (about 20 minutes in all)…"
+			waiting=1
+		fi
+		sleep 5
+		if ((SECONDS - start >= next)); then
+			say "still waiting for the running azurerm provider build… $(((SECONDS - start) / 60)) min elapsed"
+			next=$((next + 60))
+		fi
+	done
+	if is_expected_provider "$PREBUILT_PROVIDER"; then
+		say "reusing the azurerm provider built in $PREBUILT_PROVIDER"
+		cp "$PREBUILT_PROVIDER" "$PROVIDER_BIN.tmp.$$"
+	else
+		say "building azurerm provider $AZURERM_VERSION (azurerm 5.2.0) from the Go module proxy (about 20 minutes)…"
+		say "it is cached in $PROVIDER_DIR, so this happens once per machine"
+		go_install "$AZURERM_MODULE@$AZURERM_VERSION" "$WORK" "azurerm provider"
+		cp "$WORK/terraform-provider-azurerm" "$PROVIDER_BIN.tmp.$$"
+	fi
+	chmod +x "$PROVIDER_BIN.tmp.$$"
+	mv -f "$PROVIDER_BIN.tmp.$$" "$PROVIDER_BIN"
+	is_expected_provider "$PROVIDER_BIN" || die "$PROVIDER_BIN is not a build of $AZURERM_MODULE@$AZURERM_VERSION."
+fi
+say "azurerm provider: $PROVIDER_BIN"
+
+cd "$INFRA"
+
+say "terraform fmt -check -recursive"
+"$TERRAFORM" fmt -check -recursive -diff || die "terraform fmt found unformatted files (run: terraform -chdir=infra fmt -recursive)."
+
+# With dev_overrides no `terraform init` is needed (and none could reach the
+# registry): validate and test load the provider from $PROVIDER_DIR directly.
+say "terraform validate"
+"$TERRAFORM" validate -no-color || die "terraform validate failed."
+
+say "terraform test"
+set +e
+"$TERRAFORM" test -no-color 2>&1 | tee "$WORK/test.log"
+status=${PIPESTATUS[0]}
+set -e
+
+summary=$(grep -Eo '[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?' "$WORK/test.log" | tail -n1 || true)
+[[ -n $summary ]] || die "terraform test printed no summary (exit status $status)."
+echo "terraform: $summary"
+passed=${summary%% passed*}
+((status == 0)) || die "terraform test failed ($summary)."
+((passed > 0)) || die "terraform test ran no tests."
