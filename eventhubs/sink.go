@@ -188,9 +188,15 @@ type batch struct {
 
 // Add appends an event; see mirror.Batch.
 func (b *batch) Add(e *mirror.Event) error {
-	id := e.MessageID
-	ed := &azeventhubs.EventData{Body: e.Body, Properties: e.Properties, MessageID: &id}
-	err := b.b.AddEventData(ed, nil)
+	// An annotated message takes the engine's property map as it is;
+	// AddEventData would copy it for every event (a sixth of the mirror's
+	// CPU in the benchmark's profiles).
+	msg := &azeventhubs.AMQPAnnotatedMessage{
+		Body:                  azeventhubs.AMQPAnnotatedMessageBody{Data: [][]byte{e.Body}},
+		ApplicationProperties: e.Properties,
+		Properties:            &azeventhubs.AMQPAnnotatedMessageProperties{MessageID: e.MessageID},
+	}
+	err := b.b.AddAMQPAnnotatedMessage(msg, nil)
 	switch {
 	case err == nil:
 		return nil
