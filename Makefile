@@ -32,6 +32,8 @@ unit: ## go test -race ./...
 fuzz: ## short runs of every fuzz target (FUZZTIME each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./emulator/amqp
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValue$$' -fuzztime $(FUZZTIME) ./emulator/amqp
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime $(FUZZTIME) ./emulator/amqp
+	$(GO) test -run '^$$' -fuzz '^FuzzServeConnection$$' -fuzztime $(FUZZTIME) ./emulator
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInvocation$$' -fuzztime $(FUZZTIME) ./functions
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCatchUpBody$$' -fuzztime $(FUZZTIME) ./handler
