@@ -252,7 +252,7 @@ func TestLagMatchesOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var total int64
+	var total, committedSum int64
 	for _, p := range lag.Partitions {
 		if p.Topic != "prod.test3" {
 			continue
@@ -266,9 +266,12 @@ func TestLagMatchesOffsets(t *testing.T) {
 			t.Errorf("partition %d: %+v, want end %d lag %d", p.Partition, p, end, end-committed)
 		}
 		total += p.Lag
+		committedSum += committed
 	}
-	if total != 70 {
-		t.Errorf("total lag %d, want 70", total)
+	// The drain stops at 30 records or slightly fewer (a record charged to
+	// the bound while the drain stops is not sent, nor committed).
+	if committedSum < 25 || committedSum > 30 || total != 100-committedSum || lag.Total != total {
+		t.Errorf("total lag %d with %d committed, want 100 - committed and 25..30 committed", total, committedSum)
 	}
 }
 
