@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,42 +15,12 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/functions/appbuild"
 )
-
-// modulePath is this repository's Go module.
-const modulePath = "github.com/ehmirror/ehmirror"
 
 // ModuleRoot returns the directory holding this module's go.mod, from dir
 // upwards.
-func ModuleRoot(dir string) (string, error) {
-	for d := dir; ; {
-		data, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && bytes.Contains(data, []byte("module "+modulePath+"\n")) {
-			return d, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("no go.mod of %s in %s or above", modulePath, dir)
-		}
-		d = parent
-	}
-}
-
-// buildHandler builds ./handler of the module at root into out, as `make
-// build` does (static, trimmed paths).
-func buildHandler(ctx context.Context, root, out string) error {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("the go command is needed to build the handler: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-o", out, "./handler")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if data, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./handler: %w: %s", err, strings.TrimSpace(string(data)))
-	}
-	return nil
-}
+func ModuleRoot(dir string) (string, error) { return appbuild.ModuleRoot(dir) }
 
 // freePort asks the kernel for a free TCP port on 127.0.0.1.
 func freePort() (int, error) {

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/ehmirror/ehmirror/functions/appbuild"
+
 	"context"
 	"fmt"
 	"io"
@@ -473,7 +475,7 @@ func measureStartToReady(ctx context.Context, cfg Config) ([]float64, error) {
 	if bin == "" {
 		bin = filepath.Join(cfg.OutDir, "handler")
 		cfg.Logger.Info("building the handler", "out", bin)
-		if err := buildHandler(ctx, cfg.ModuleRoot, bin); err != nil {
+		if err := appbuild.BuildHandler(ctx, cfg.ModuleRoot, bin); err != nil {
 			return nil, err
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/functions/appbuild"
 	"github.com/ehmirror/ehmirror/functions/funchost"
 	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
@@ -42,39 +41,14 @@ const (
 
 var seedTopics = []string{"prod.test1", "prod.test2", "prod.test3", "prod.test4", "prod.test5"}
 
-// buildApp lays out host.json, the function folders and the handler binary.
+// buildApp lays out the app folder as `make build` does.
 func buildApp(t *testing.T) string {
 	t.Helper()
 	app := t.TempDir()
-	copyFile(t, "../host.json", filepath.Join(app, "host.json"))
-	dirs, err := filepath.Glob("../functions/*/function.json")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no function folders: %v", err)
-	}
-	for _, f := range dirs {
-		name := filepath.Base(filepath.Dir(f))
-		if err := os.MkdirAll(filepath.Join(app, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		copyFile(t, f, filepath.Join(app, name, "function.json"))
-	}
-	build := exec.Command("go", "build", "-o", filepath.Join(app, "handler"), ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := appbuild.Build(context.Background(), "..", app); err != nil {
+		t.Fatal(err)
 	}
 	return app
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // world is Kafka and Event Hubs behind the handler.

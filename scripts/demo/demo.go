@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/ehmirror/ehmirror/functions/appbuild"
+
 	"bufio"
 	"context"
 	"errors"
@@ -63,7 +65,7 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 		if err != nil {
 			return nil, err
 		}
-		if root, err = findModuleRoot(wd); err != nil {
+		if root, err = appbuild.ModuleRoot(wd); err != nil {
 			return nil, err
 		}
 	}
@@ -90,7 +92,7 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 	built := make(chan struct{})
 	go func() {
 		defer close(built)
-		buildErr = buildApp(buildCtx, root, appDir)
+		buildErr = appbuild.Build(buildCtx, root, appDir)
 	}()
 	defer func() {
 		cancelBuild()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/ehmirror/ehmirror/functions/appbuild"
+
 	"bytes"
 	"context"
 	"os"
@@ -61,7 +63,7 @@ func TestVerifyStepFailsOnAnUnmirroredCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	wd, _ := os.Getwd()
-	root, err := findModuleRoot(wd)
+	root, err := appbuild.ModuleRoot(wd)
 	if err != nil {
 		t.Fatal(err)
 	}
