@@ -12,8 +12,8 @@ import (
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
-// BUG (reported to the lead; this test fails until kafka/claim.go is
-// fixed): a group join whose OffsetFetch answers a partition-level error
+// BUG (fixed by the lead: kafka/claim.go reads the committed offsets itself
+// and fails the claim on an OffsetFetch error; kept as a regression test): a group join whose OffsetFetch answers a partition-level error
 // (COORDINATOR_LOAD_IN_PROGRESS, which OffsetFetch v1, the version kafka-go's
 // ConsumerGroup sends, can only report per partition) is taken as "nothing
 // committed": kafka-go's ConsumerGroup.fetchOffsets ignores the partition

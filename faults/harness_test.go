@@ -46,6 +46,9 @@ type envConfig struct {
 	Partitions    int32
 	HubPartitions int
 	NoHub         []string
+	// HubMaxMessageSize, when positive, is the largest delivery the topics'
+	// hubs accept (the emulator's default is 1 MiB).
+	HubMaxMessageSize int64
 	// ExtraHubs are created besides the topics' hubs.
 	ExtraHubs []emulator.HubConfig
 	// Restartable runs kfake on a fixed port with a data directory, so that
@@ -84,6 +87,26 @@ type env struct {
 	drains   atomic.Int64
 	mon      *offsetMonitor
 	ledger   *boundLedger
+
+	reportsMu sync.Mutex
+	reports   []*mirror.Report // every in-process drain's report, settling included
+}
+
+// drainReports returns the reports of every in-process drain so far.
+func (e *env) drainReports() []*mirror.Report {
+	e.reportsMu.Lock()
+	defer e.reportsMu.Unlock()
+	return slices.Clone(e.reports)
+}
+
+// addHub creates an event hub while the scenario runs (the operator creates
+// a missing hub); verify reads it too.
+func (e *env) addHub(h emulator.HubConfig) error {
+	if err := e.emu.AddHub(h); err != nil {
+		return fmt.Errorf("creating event hub %s: %w", h.Name, err)
+	}
+	e.hubs[h.Name] = h.PartitionCount
+	return nil
 }
 
 // newEnv starts kfake and the emulator for cfg and the offset monitor.
@@ -126,7 +149,7 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		if slices.Contains(cfg.NoHub, topic) {
 			continue
 		}
-		hubs = append(hubs, emulator.HubConfig{Name: topic, PartitionCount: cfg.HubPartitions})
+		hubs = append(hubs, emulator.HubConfig{Name: topic, PartitionCount: cfg.HubPartitions, MaxMessageSize: cfg.HubMaxMessageSize})
 	}
 	hubs = append(hubs, cfg.ExtraHubs...)
 	for _, h := range hubs {
@@ -294,6 +317,11 @@ func (e *env) runDrain(ctx context.Context, m *mirror.Mirror, run string, lim mi
 	err := e.accounted(func() (bool, error) {
 		var err error
 		rep, err = m.Drain(ctx, run, lim)
+		if rep != nil {
+			e.reportsMu.Lock()
+			e.reports = append(e.reports, rep)
+			e.reportsMu.Unlock()
+		}
 		if err != nil {
 			return true, err
 		}
@@ -324,6 +352,12 @@ func (e *env) settle(ctx context.Context, m *mirror.Mirror, lim mirror.Limits) *
 			continue
 		}
 		last = rep
+		if rep.Stopped == mirror.StopRebalanced {
+			// The settling mirror is the group's only member: say who
+			// else was there.
+			e.t.Logf("settling drain ended by a rebalance after %s: %s", rep.Duration.Round(time.Millisecond), rep.Summary())
+			e.diagnoseGroup()
+		}
 		lag, err := m.Lag(ctx, nil)
 		if err == nil && lag.Total == 0 && !rep.Failed() {
 			return rep
@@ -337,7 +371,42 @@ func (e *env) settle(ctx context.Context, m *mirror.Mirror, lim mirror.Limits) *
 	} else {
 		e.t.Errorf("mirror did not catch up: no drain could start")
 	}
+	e.diagnose()
 	return last
+}
+
+// diagnose logs the group's state at the broker (members, assignments) and
+// every partition's log bounds and committed offset, for a failing check.
+func (e *env) diagnose() {
+	e.t.Helper()
+	e.diagnoseGroup()
+	snap, _ := e.offsets()
+	tps := make([]mirror.TopicPartition, 0, len(snap))
+	for tp := range snap {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(a, b mirror.TopicPartition) int { return strings.Compare(a.String(), b.String()) })
+	for _, tp := range tps {
+		o := snap[tp]
+		e.t.Logf("diagnosis:   %s log %d..%d committed %d", tp, o.start, o.end, o.committed)
+	}
+}
+
+// diagnoseGroup logs the group's state, members and assignments at the
+// broker.
+func (e *env) diagnoseGroup() {
+	e.t.Helper()
+	e.withKafka(func(c *kfake.Cluster) {
+		gi := c.GroupInfo(e.group)
+		if gi == nil {
+			e.t.Logf("diagnosis: group %s does not exist", e.group)
+			return
+		}
+		e.t.Logf("diagnosis: group %s state %s generation %d, %d members", gi.Group, gi.State, gi.Epoch, len(gi.Members))
+		for _, m := range gi.Members {
+			e.t.Logf("diagnosis:   member %s client %s host %s: %v", m.MemberID, m.ClientID, m.ClientHost, m.Assignment)
+		}
+	})
 }
 
 // partitionOffsets are one partition's log bounds and the group's commit.
@@ -423,10 +492,19 @@ func (l *boundLedger) close(e *env, before map[mirror.TopicPartition]partitionOf
 // addWindow adds the records in flight between two snapshots (a fault that
 // spans several drains, or a kill).
 func (l *boundLedger) addWindow(before, after map[mirror.TopicPartition]partitionOffsets) {
+	l.addWindows(before, after, 1)
+}
+
+// addWindows adds the records in flight between two snapshots once for
+// each of n faulted drains that ran between them (a catch-up run's drains).
+func (l *boundLedger) addWindows(before, after map[mirror.TopicPartition]partitionOffsets, n int) {
+	if n <= 0 {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.faulted++
-	l.total += inFlight(before, after)
+	l.faulted += n
+	l.total += int64(n) * inFlight(before, after)
 }
 
 func inFlight(before, after map[mirror.TopicPartition]partitionOffsets) int64 {

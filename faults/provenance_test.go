@@ -532,6 +532,7 @@ func (e *env) assert(f *figures, v verdict) {
 	}
 	if v.Lost != 0 {
 		e.t.Errorf("%d records lost", v.Lost)
+		e.diagnose()
 	}
 	if v.Duplicates > bound {
 		e.t.Errorf("%d duplicates exceed the bound %d (records in flight during %d faulted drains)", v.Duplicates, bound, faulted)

@@ -2,7 +2,9 @@ package faults
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,27 @@ import (
 // soak reports whether the long soak runs (EHMIRROR_SOAK=1); fast scenarios
 // use it to scale up.
 func soak() bool { return os.Getenv(soakEnv) != "" }
+
+// seedEnv fixes the seed of the scenarios' random choices (kill points,
+// purged partitions, the soak's fault mix) to replay a run.
+const seedEnv = "EHMIRROR_FAULTS_SEED"
+
+// newRand returns the random source of one test, seeded from
+// EHMIRROR_FAULTS_SEED or the clock; the seed is logged so that a failing
+// run can be replayed.
+func newRand(t testing.TB) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(seedEnv); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: want an unsigned integer", seedEnv, v)
+		}
+		seed = s
+	}
+	t.Logf("random seed %d (replay with %s=%d)", seed, seedEnv, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
 
 // needSoak skips a soak test unless EHMIRROR_SOAK is set.
 func needSoak(t *testing.T) {
@@ -119,6 +142,8 @@ type inProcess struct {
 	producer producerConfig
 	// warmup lets records flow before the first fault.
 	warmup time.Duration
+	// explain, when set, is the expectation's Explain.
+	explain func(kafkaRecord) string
 }
 
 // run executes the scenario and returns the drain reports (settling
@@ -148,7 +173,7 @@ func (s inProcess) run(ctx context.Context, inject func(ctx context.Context)) ([
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	v := e.verify(expectation{Records: recs})
+	v := e.verify(expectation{Records: recs, Explain: s.explain})
 	e.assert(s.f, v)
 	return reps, v
 }

@@ -1,0 +1,264 @@
+package faults
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// Scenario 5: the timer drain, a catch-up run and a second handler process
+// drain the same consumer group at the same time. Each drain joins the group
+// as its own member (the catch-up and the timer of one process too), so the
+// group rebalances whenever one starts or ends; the coordinator fences the
+// commits of a generation that ended, and within a process a partition held
+// by one drain is reported busy to the other.
+
+// TestConcurrentDrains (5) runs, while records are produced: timer
+// invocations back to back on handler process A, catch-up runs started
+// through A's HTTP front end (POST /api/catchup with a function key), and
+// timer invocations back to back on a second handler process B. Every
+// invocation and every catch-up drain counts as faulted (any of them may be
+// cut by a rebalance).
+func TestConcurrentDrains(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	f := newFigures(t, "5", "timer drain, catch-up run and a second handler process on one group at once")
+	ctx := context.Background()
+	// Slow acknowledgements and a small in-flight bound make each drain
+	// last long enough for the others to join the group while it runs.
+	settings := map[string]string{"MIRROR_MAX_DURATION": "3s", "MIRROR_INFLIGHT_BYTES": "16KiB"}
+	a := e.startHandler("a", settings)
+	b := e.startHandler("b", settings)
+	e.emu.Faults().DelayDispositions(30 * time.Millisecond)
+	p := e.startProducer(producerConfig{})
+	sleepCtx(ctx, 300*time.Millisecond)
+
+	window := scale(10*time.Second, 4*time.Minute)
+	stop := make(chan struct{})
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	var wg sync.WaitGroup
+	type tally struct {
+		invocations, failed, rebalanced atomic.Int64
+		records                         atomic.Int64
+	}
+	var timers [2]tally
+	for i, h := range []*handler{a, b} {
+		wg.Go(func() {
+			for !stopped() {
+				res, err := h.timer(ctx, true)
+				if err != nil {
+					t.Errorf("handler %s: %v", h.name, err)
+					return
+				}
+				timers[i].invocations.Add(1)
+				n, why, _ := drainSummary(res)
+				timers[i].records.Add(n)
+				if !res.Succeeded() {
+					timers[i].failed.Add(1)
+				}
+				if why == mirror.StopRebalanced {
+					timers[i].rebalanced.Add(1)
+				}
+			}
+		})
+	}
+	var catchUps, catchUpDrains atomic.Int64
+	var catchUpRecords atomic.Int64
+	// The catch-up's drains run inside process A; their reports (start and
+	// duration) come from A's status page, and their in-flight windows from
+	// offsets sampled all along.
+	series := e.startOffsetSeries(50 * time.Millisecond)
+	drainsSeen := a.collectDrains(100 * time.Millisecond)
+	wg.Go(func() {
+		for !stopped() {
+			e.inject("catch-up started")
+			code, cu, err := a.startCatchUp(ctx, `{"max_duration":"4s"}`)
+			if err != nil || (code != http.StatusAccepted && code != http.StatusOK) {
+				t.Errorf("catch-up: %d %+v %v", code, cu, err)
+				return
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			st, err := a.waitCatchUp(wctx, cu.ID)
+			cancel()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			catchUps.Add(1)
+			catchUpDrains.Add(int64(st.Drains))
+			catchUpRecords.Add(st.Records)
+			t.Logf("catch-up %s: %s after %d drains, %d records, lag %d %s", st.ID, st.State, st.Drains, st.Records, st.Lag, st.LastError)
+		}
+	})
+	sleepCtx(ctx, window)
+	close(stop)
+	wg.Wait()
+	catchUpReports := drainsSeen.stop(ctx, "catch-up ")
+	series.stop()
+	for _, r := range catchUpReports {
+		e.ledger.addWindow(series.window(r.Started, r.Started.Add(r.Duration)))
+	}
+	if n := int64(len(catchUpReports)); n < catchUpDrains.Load() {
+		t.Errorf("the status page showed %d of the %d catch-up drains: the duplicate bound would miss some", n, catchUpDrains.Load())
+	}
+	p.stop()
+	e.emu.Faults().Reset()
+	a.settle(ctx)
+
+	recs, err := e.readKafka(ctx, e.cfg.Topics, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := e.verify(expectation{Records: recs})
+	e.drains.Add(catchUpDrains.Load())
+	e.assert(f, v)
+	busy := 0
+	for _, h := range []*handler{a, b} {
+		h.mu.Lock()
+		for _, r := range h.results {
+			for _, l := range reportLines(r) {
+				if strings.Contains(l, "busy: another drain in this process holds it") {
+					busy++
+				}
+			}
+		}
+		h.mu.Unlock()
+	}
+	for i, name := range []string{"A", "B"} {
+		t.Logf("process %s timer: %d invocations (%d failed, %d ended by a rebalance), %d records", name,
+			timers[i].invocations.Load(), timers[i].failed.Load(), timers[i].rebalanced.Load(), timers[i].records.Load())
+	}
+	f.note("at most %d copies of one record", v.MaxCopies)
+	f.note("process A timer %d invocations (%d records), process B timer %d invocations (%d records), %d catch-up runs on A (%d drains, %d records); %d drains ended by a rebalance; %d partitions reported busy to a timer drain",
+		timers[0].invocations.Load(), timers[0].records.Load(), timers[1].invocations.Load(), timers[1].records.Load(),
+		catchUps.Load(), catchUpDrains.Load(), catchUpRecords.Load(), timers[0].rebalanced.Load()+timers[1].rebalanced.Load(), busy)
+	if timers[0].records.Load() == 0 || timers[1].records.Load() == 0 || catchUpRecords.Load() == 0 {
+		t.Errorf("not every drainer mirrored records: the drains did not overlap as intended")
+	}
+}
+
+// offsetSeries samples the group's offsets (offsets) at a fixed interval, so
+// that the in-flight window of a drain seen only through its report (start
+// and duration) can be computed afterwards.
+type offsetSeries struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	times []time.Time
+	snaps []map[mirror.TopicPartition]partitionOffsets
+}
+
+// startOffsetSeries samples e's offsets every interval until stop.
+func (e *env) startOffsetSeries(interval time.Duration) *offsetSeries {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &offsetSeries{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			if snap, ok := e.offsets(); ok {
+				s.mu.Lock()
+				s.times = append(s.times, time.Now())
+				s.snaps = append(s.snaps, snap)
+				s.mu.Unlock()
+			}
+			if !sleepCtx(ctx, interval) {
+				return
+			}
+		}
+	}()
+	e.t.Cleanup(s.stop)
+	return s
+}
+
+func (s *offsetSeries) stop() {
+	s.cancel()
+	<-s.done
+}
+
+// window returns the last sample taken before from and the first taken
+// after to (the closest ones when there are none): the snapshots that
+// bracket a drain.
+func (s *offsetSeries) window(from, to time.Time) (before, after map[mirror.TopicPartition]partitionOffsets) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.snaps) == 0 {
+		return nil, nil
+	}
+	i, _ := slices.BinarySearchFunc(s.times, from, func(a, b time.Time) int { return a.Compare(b) })
+	before = s.snaps[max(i-1, 0)]
+	j, _ := slices.BinarySearchFunc(s.times, to, func(a, b time.Time) int { return a.Compare(b) })
+	after = s.snaps[min(j, len(s.snaps)-1)]
+	return before, after
+}
+
+// drainCollector polls a handler's status page and keeps every drain report
+// it shows (the page lists the last ten).
+type drainCollector struct {
+	h      *handler
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	reports map[string]*mirror.Report // by run and start
+}
+
+// collectDrains polls h's status every interval until stop.
+func (h *handler) collectDrains(interval time.Duration) *drainCollector {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &drainCollector{h: h, cancel: cancel, done: make(chan struct{}), reports: map[string]*mirror.Report{}}
+	go func() {
+		defer close(c.done)
+		for {
+			c.poll(ctx, c.h)
+			if !sleepCtx(ctx, interval) {
+				return
+			}
+		}
+	}()
+	h.t.Cleanup(func() { cancel(); <-c.done })
+	return c
+}
+
+func (c *drainCollector) poll(ctx context.Context, h *handler) {
+	code, st, err := h.status(ctx, "")
+	if err != nil || code != http.StatusOK {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range st.Drains {
+		c.reports[r.Run+"@"+r.Started.String()] = r
+	}
+}
+
+// stop polls once more, stops, and returns the reports of runs whose name
+// starts with prefix, oldest first.
+func (c *drainCollector) stop(ctx context.Context, prefix string) []*mirror.Report {
+	c.cancel()
+	<-c.done
+	c.poll(ctx, c.h)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*mirror.Report
+	for _, r := range c.reports {
+		if strings.HasPrefix(r.Run, prefix) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *mirror.Report) int { return a.Started.Compare(b.Started) })
+	return out
+}
