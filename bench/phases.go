@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ehmirror/ehmirror/emulator/partitionkey"
+	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/ehmirror/ehmirror/emulator/amqp"
-	"github.com/ehmirror/ehmirror/emulator/partitionkey"
+	"github.com/ehmirror/ehmirror/partitionkey"
 )
 
 // acceptedState is the encoded accepted outcome.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	"github.com/ehmirror/ehmirror/emulator/amqp"
-	"github.com/ehmirror/ehmirror/emulator/partitionkey"
+	"github.com/ehmirror/ehmirror/partitionkey"
 )
 
 // rawConn is a minimal AMQP client built on the emulator's own codec, for the

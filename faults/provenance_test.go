@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/ehmirror/ehmirror/emulator/partitionkey"
+	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 

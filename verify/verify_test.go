@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/ehmirror/ehmirror/emulator"
-	"github.com/ehmirror/ehmirror/emulator/partitionkey"
+	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/mirror"
 	"github.com/ehmirror/ehmirror/scripts/produce/randmsg"
 	"github.com/ehmirror/ehmirror/verify"
