@@ -11,10 +11,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
+	"github.com/ehmirror/ehmirror/partitionkey"
 )
 
 // engineOptions are the engine options of the mirror phase, as the handler

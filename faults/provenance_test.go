@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/mirror"
+	"github.com/ehmirror/ehmirror/partitionkey"
 )
 
 // producerConfig shapes the records a scenario produces. Every value is

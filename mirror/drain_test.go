@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ehmirror/ehmirror/emulator"
-	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/mirror"
+	"github.com/ehmirror/ehmirror/partitionkey"
 )
 
 // seedRecords makes n records the seed's way: a random topic among the five,

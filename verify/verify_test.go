@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/ehmirror/ehmirror/emulator"
-	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/mirror"
+	"github.com/ehmirror/ehmirror/partitionkey"
 	"github.com/ehmirror/ehmirror/scripts/produce/randmsg"
 	"github.com/ehmirror/ehmirror/verify"
 	"github.com/ehmirror/ehmirror/verify/kafkaconn"
