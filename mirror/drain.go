@@ -252,14 +252,8 @@ func (d *drain) staleCommits(ctx context.Context, got []TopicPartition, assigned
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f, err := d.m.source.Fetch(ctx, tp, last.offset, 1)
-			if err != nil {
-				return // cannot check now; the offset stands
-			}
-			for i := range f.Records {
-				if r := &f.Records[i]; r.Offset == last.offset && fingerprintOf(r) == last.fp {
-					return
-				}
+			if same, err := d.holds(ctx, tp, &last); err != nil || same {
+				return // the same log, or cannot check now: the offset stands
 			}
 			mu.Lock()
 			stale[tp] = true
@@ -552,7 +546,7 @@ func (d *drain) commit(ctx context.Context) error {
 // another log; the partition is then failed and not committed, so the new
 // topic's records are not skipped.
 func (d *drain) stillInLog(ctx context.Context, ps *partitionState, last *ackedRecord) bool {
-	f, err := d.m.source.Fetch(ctx, ps.tp, last.offset, 1)
+	same, err := d.holds(ctx, ps.tp, last)
 	switch {
 	case errors.Is(err, ErrOffsetOutOfRange):
 		wms, werr := d.m.source.Watermarks(ctx, []TopicPartition{ps.tp})
@@ -571,16 +565,26 @@ func (d *drain) stillInLog(ctx context.Context, ps *partitionState, last *ackedR
 		d.logger.WarnContext(ctx, "checking the partition before a commit", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "err", err)
 		return false
 	}
-	for i := range f.Records {
-		if r := &f.Records[i]; r.Offset == last.offset {
-			if fingerprintOf(r) == last.fp {
-				return true
-			}
-			break
-		}
+	if same {
+		return true
 	}
 	ps.recreated(fmt.Errorf("the record at offset %d is not the one mirrored in this drain: the topic was deleted and recreated; not committed, the next drain starts over", last.offset))
 	return false
+}
+
+// holds reports whether the record at rec's offset in tp is still the
+// record rec fingerprints.
+func (d *drain) holds(ctx context.Context, tp TopicPartition, rec *ackedRecord) (bool, error) {
+	f, err := d.m.source.Fetch(ctx, tp, rec.offset, 1)
+	if err != nil {
+		return false, err
+	}
+	for i := range f.Records {
+		if r := &f.Records[i]; r.Offset == rec.offset {
+			return fingerprintOf(r) == rec.fp, nil
+		}
+	}
+	return false, nil
 }
 
 // report fills the drain's report.

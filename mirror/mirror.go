@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -39,9 +40,6 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 
 // Options returns the options in effect, defaults filled in.
 func (m *Mirror) Options() Options { return m.opts }
-
-// HubFor returns the event hub that topic is mirrored into.
-func (m *Mirror) HubFor(topic string) string { return m.router.Hub(topic) }
 
 // hold marks partitions as drained by run and returns those it got; the
 // others are held by another drain of this process.
@@ -79,25 +77,14 @@ func (m *Mirror) selectTopics(ctx context.Context, narrow *TopicFilter) ([]Topic
 			selected = append(selected, t)
 		}
 	}
-	slices.SortFunc(selected, func(a, b Topic) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(selected, func(a, b Topic) int { return strings.Compare(a.Name, b.Name) })
 	return selected, nil
 }
 
 func sortTopicPartitions(tps []TopicPartition) {
 	slices.SortFunc(tps, func(a, b TopicPartition) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
 		}
 		return int(a.Partition - b.Partition)
 	})

@@ -39,13 +39,16 @@ func NewService(m *Mirror, limits Limits) *Service {
 // Mirror returns the service's mirror.
 func (s *Service) Mirror() *Mirror { return s.mirror }
 
-// Limits returns the bounds of one drain.
-func (s *Service) Limits() Limits { return s.limits }
-
 // Drain runs one drain named run within the service's limits and keeps its
 // report.
 func (s *Service) Drain(ctx context.Context, run string) (*Report, error) {
-	rep, err := s.mirror.Drain(ctx, run, s.limits)
+	return s.drain(ctx, run, s.limits)
+}
+
+// drain runs one drain and keeps its report, with a start failure recorded
+// in it.
+func (s *Service) drain(ctx context.Context, run string, lim Limits) (*Report, error) {
+	rep, err := s.mirror.Drain(ctx, run, lim)
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
@@ -176,11 +179,7 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 		if d, ok := ctx.Deadline(); ok {
 			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
 		}
-		rep, err := s.mirror.Drain(ctx, run, lim)
-		if err != nil {
-			rep.Errors = append(rep.Errors, err.Error())
-		}
-		s.keep(rep)
+		rep, _ := s.drain(ctx, run, lim)
 		c.update(func(st *CatchUpStatus) {
 			st.Drains++
 			st.Records += rep.Records
