@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ehmirror/ehmirror/config"
-	"github.com/ehmirror/ehmirror/functions/funchost"
+	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 

@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"github.com/ehmirror/ehmirror/config"
+	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/functions/appbuild"
-	"github.com/ehmirror/ehmirror/functions/funchost"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // The process scenarios (4, 5, 6a, 8, 9, the soak) run the real handler
-// binary under the project's local Functions host (functions/funchost), which
+// binary under the project's local Functions host (funchost), which
 // starts it, probes it, sends it the host's invocation envelopes, serves the
 // HTTP functions with function keys, and kills it with SIGKILL as the
 // platform does.

@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/ehmirror/ehmirror/emulator"
+	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/functions/appbuild"
-	"github.com/ehmirror/ehmirror/functions/funchost"
 	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
 )

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ehmirror/ehmirror/functions/funchost"
+	"github.com/ehmirror/ehmirror/funchost"
 )
 
 // Function names of the app (functions/<Name>/function.json).

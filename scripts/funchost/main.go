@@ -1,5 +1,5 @@
 // Command funchost runs a function app folder with the local Functions host
-// of package functions/funchost, for machines without Azure Functions Core
+// of package funchost, for machines without Azure Functions Core
 // Tools:
 //
 //	go run ./scripts/funchost -app build/app [-port 7071] [-settings local.settings.json]
@@ -28,8 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/functions"
-	"github.com/ehmirror/ehmirror/functions/funchost"
 )
 
 func main() {
