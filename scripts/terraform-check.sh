@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Offline checks for infra/: terraform fmt, validate and test (mock provider)
-# against the real hashicorp/azurerm 5.2.0 provider schema.
+# Offline checks for infra/: terraform fmt, validate and test (mock providers)
+# against the real hashicorp/azurerm 5.2.0 and hashicorp/time 0.14.2 schemas.
 #
 # Works on a fresh machine that has only Go:
 #   * terraform: the one on PATH if it is >= 1.7 (mock providers), otherwise
@@ -14,6 +14,9 @@ set -euo pipefail
 AZURERM_MODULE=github.com/hashicorp/terraform-provider-azurerm
 AZURERM_VERSION=v1.44.1-0.20260824201233-fae580791926 # commit fae580791926 = azurerm v5.2.0
 AZURERM_COMMIT=fae580791926
+# hashicorp/time (time_sleep: waits for role assignments to propagate).
+TIME_MODULE=github.com/hashicorp/terraform-provider-time
+TIME_VERSION=v0.14.2
 TERRAFORM_MODULE=github.com/hashicorp/terraform
 # Fallback when no terraform >= 1.7 is on PATH. 1.8.5 is the newest release
 # that `go install` can build: from 1.9 on, terraform's go.mod has replace
@@ -28,6 +31,8 @@ PROVIDER_DIR=$CACHE/terraform-provider-azurerm/$AZURERM_COMMIT
 PROVIDER_BIN=$PROVIDER_DIR/terraform-provider-azurerm
 # A build started by hand earlier (same module version) may already be here.
 PREBUILT_PROVIDER=$CACHE/tfprovider-build/terraform-provider-azurerm
+TIME_PROVIDER_DIR=$CACHE/terraform-provider-time/$TIME_VERSION
+TIME_PROVIDER_BIN=$TIME_PROVIDER_DIR/terraform-provider-time
 
 say() { printf '==> %s\n' "$*"; }
 die() {
@@ -68,9 +73,11 @@ go_install() {
 	say "built $what in $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
 }
 
-# is_expected_provider FILE: a complete Go binary built from the pinned module version.
+# is_expected_provider FILE [MODULE VERSION]: a complete Go binary built from
+# the pinned module version (azurerm by default).
 is_expected_provider() {
-	[[ -x $1 ]] && go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$AZURERM_MODULE[[:space:]]+$AZURERM_VERSION([[:space:]]|\$)"
+	local module=${2:-$AZURERM_MODULE} version=${3:-$AZURERM_VERSION}
+	[[ -x $1 ]] && go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$module[[:space:]]+$version([[:space:]]|\$)"
 }
 
 # --- terraform CLI configuration: use the local provider, never the registry ---
@@ -79,6 +86,7 @@ cat >"$WORK/terraformrc" <<EOF
 provider_installation {
   dev_overrides {
     "hashicorp/azurerm" = "$PROVIDER_DIR"
+    "hashicorp/time"    = "$TIME_PROVIDER_DIR"
   }
   direct {}
 }
@@ -143,6 +151,18 @@ if ! is_expected_provider "$PROVIDER_BIN"; then
 	is_expected_provider "$PROVIDER_BIN" || die "$PROVIDER_BIN is not a build of $AZURERM_MODULE@$AZURERM_VERSION."
 fi
 say "azurerm provider: $PROVIDER_BIN"
+
+# --- time provider (small: a minute or two to build) ------------------------------
+if ! is_expected_provider "$TIME_PROVIDER_BIN" "$TIME_MODULE" "$TIME_VERSION"; then
+	mkdir -p "$TIME_PROVIDER_DIR"
+	say "building time provider $TIME_VERSION from the Go module proxy…"
+	go_install "$TIME_MODULE@$TIME_VERSION" "$WORK" "time provider"
+	cp "$WORK/terraform-provider-time" "$TIME_PROVIDER_BIN.tmp.$$"
+	chmod +x "$TIME_PROVIDER_BIN.tmp.$$"
+	mv -f "$TIME_PROVIDER_BIN.tmp.$$" "$TIME_PROVIDER_BIN"
+	is_expected_provider "$TIME_PROVIDER_BIN" "$TIME_MODULE" "$TIME_VERSION" || die "$TIME_PROVIDER_BIN is not a build of $TIME_MODULE@$TIME_VERSION."
+fi
+say "time provider: $TIME_PROVIDER_BIN"
 
 cd "$INFRA"
 
