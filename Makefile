@@ -77,8 +77,8 @@ bench: ## throughput against the Kafka-read and Event-Hubs-send limits; writes .
 soak: ## the long fault-injection soak (minutes)
 	EHMIRROR_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run 'Soak' -v ./faults/
 
-deploy: package ## terraform apply, then zip-deploy the package (needs az login)
-	bash scripts/deploy.sh
+deploy: package ## terraform apply, then zip-deploy the package (needs az login; DEPLOY_ARGS=--yes or CI=true: no prompt)
+	bash scripts/deploy.sh $(DEPLOY_ARGS)
 
 clean: ## remove build outputs
 	rm -rf build dist .bench
