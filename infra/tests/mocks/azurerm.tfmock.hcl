@@ -93,3 +93,9 @@ mock_resource "azurerm_role_assignment" {
     id = "/subscriptions/00000000-0000-0000-0000-000000000005/providers/Microsoft.Authorization/roleAssignments/00000000-0000-0000-0000-0000000000ra"
   }
 }
+
+mock_resource "azurerm_monitor_action_group" {
+  defaults = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Insights/actionGroups/ag-ehmirror-test"
+  }
+}
