@@ -116,11 +116,19 @@ func (g *tfGraph) waitBetween(user, role string) []string {
 // between the role assignment and its use.
 func checkRolePropagation(root *hclBody, min time.Duration) []string {
 	g := newTFGraph(root)
-	uses := []struct{ user, role, why string }{
+	type use struct{ user, role, why string }
+	uses := []use{
 		{"azurerm_key_vault_secret.kafka", "azurerm_role_assignment.deployer_key_vault_secrets", "the deployer writes the Kafka secrets with Key Vault Secrets Officer"},
 		{"azurerm_eventhub.this", "azurerm_role_assignment.namespace_capture_blob", "enabling Capture checks the namespace identity's Storage Blob Data Contributor"},
 		{"azurerm_eventhub.this", "azurerm_role_assignment.deployer_capture_blob", "enabling Capture checks the deployer's Storage Blob Data Contributor"},
 		{"azurerm_linux_function_app.this", "azurerm_role_assignment.function_app", "the app resolves its Key Vault references on its first start"},
+	}
+	// Every other secret the module writes (e.g. client certificates) waits
+	// for the deployer's role too.
+	for addr := range g.nodes {
+		if strings.HasPrefix(addr, "azurerm_key_vault_secret.") && addr != uses[0].user {
+			uses = append(uses, use{addr, uses[0].role, "the deployer writes it with Key Vault Secrets Officer"})
+		}
 	}
 	var problems []string
 	for _, u := range uses {
@@ -202,20 +210,34 @@ resource "azurerm_key_vault_secret" "kafka" {
   depends_on   = [time_sleep.kv]
 }
 `
+	another := waited + `
+resource "azurerm_key_vault_secret" "client_cert" {
+  key_vault_id = azurerm_key_vault.this.id
+  depends_on   = [azurerm_role_assignment.deployer_key_vault_secrets]
+}
+`
+	short := strings.Replace(waited, `"45s"`, `"5s"`, 1)
 	for _, tc := range []struct {
 		name, src string
-		want      bool // a problem about the secrets is expected
-	}{{"direct depends_on", direct, true}, {"time_sleep", waited, false}} {
+		want      string // the start of the expected problem about a secret, if any
+	}{
+		{"direct depends_on", direct, "azurerm_key_vault_secret.kafka does not wait"},
+		{"time_sleep", waited, ""},
+		{"a second secret without the wait", another, "azurerm_key_vault_secret.client_cert does not wait"},
+		{"a wait too short", short, "time_sleep.kv (between azurerm_key_vault_secret.kafka"},
+	} {
 		root, err := parseHCL(tc.src, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got bool
+		var got []string
 		for _, p := range checkRolePropagation(root, 30*time.Second) {
-			got = got || strings.HasPrefix(p, "azurerm_key_vault_secret.kafka does not wait")
+			if strings.HasPrefix(p, "azurerm_key_vault_secret.") || strings.HasPrefix(p, "time_sleep.") {
+				got = append(got, p)
+			}
 		}
-		if got != tc.want {
-			t.Errorf("%s: reported a missing wait = %v, want %v", tc.name, got, tc.want)
+		if tc.want == "" && len(got) > 0 || tc.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.want)) {
+			t.Errorf("%s: problems %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Offline checks for infra/: terraform fmt, validate and test (mock providers)
-# against the real hashicorp/azurerm 5.2.0 and hashicorp/time 0.14.2 schemas.
+# against the real hashicorp/azurerm 5.2.0 and hashicorp/time 0.14.2 schemas,
+# then the KQL of the alerts and the dashboard through the Kusto language
+# service (needs node and npm).
 #
 # Works on a fresh machine that has only Go:
 #   * terraform: the one on PATH if it is >= 1.7 (mock providers), otherwise
@@ -186,3 +188,21 @@ echo "terraform: $summary"
 passed=${summary%% passed*}
 ((status == 0)) || die "terraform test failed ($summary)."
 ((passed > 0)) || die "terraform test ran no tests."
+
+# --- KQL of the alerts and the dashboard ------------------------------------------
+# Azure rejects an alert rule whose query does not compile, and terraform test
+# cannot see that: parse and analyse every query with Microsoft's Kusto
+# language service (npm @kusto/language-service-next, installed once into the
+# cache, keyed by scripts/kqlcheck/package.json).
+say "KQL check (Kusto language service)"
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
+	die "node and npm are needed for the KQL check: apt-get install -y nodejs npm"
+KQL_DIR=$CACHE/kqlcheck/$(sha256sum "$ROOT/scripts/kqlcheck/package.json" | cut -c1-12)
+if [[ ! -f $KQL_DIR/node_modules/@kusto/language-service-next/Kusto.Language.Bridge.js ]]; then
+	mkdir -p "$KQL_DIR"
+	cp "$ROOT/scripts/kqlcheck/package.json" "$KQL_DIR/"
+	say "installing the Kusto language service into $KQL_DIR"
+	npm install --prefix "$KQL_DIR" --no-package-lock --no-audit --no-fund --loglevel=error >"$WORK/npm.log" 2>&1 ||
+		{ tail -n 20 "$WORK/npm.log" >&2; die "npm install of scripts/kqlcheck/package.json failed (log above)."; }
+fi
+NODE_PATH=$KQL_DIR/node_modules node "$ROOT/scripts/kqlcheck/check.js" "$INFRA" || die "the alerts' or dashboard's KQL does not compile (above)."
