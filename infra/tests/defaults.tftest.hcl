@@ -415,6 +415,11 @@ run "kafka_secrets_are_key_vault_references_only" {
   }
 
   assert {
+    condition     = alltrue([for v in values(azurerm_linux_function_app.this.app_settings) : !startswith(v, "@Microsoft.KeyVault(") || can(regex("^@Microsoft\\.KeyVault\\(SecretUri=https://[^/]+/secrets/[^/]+/\\)$", v))])
+    error_message = "Every Key Vault reference must name a secret without a version (\"…/secrets/<name>/\"), so that rotation is picked up."
+  }
+
+  assert {
     condition     = alltrue([for v in values(azurerm_linux_function_app.this.app_settings) : !strcontains(v, "s3cr3t-Pa55word-do-not-leak") && v != "mirror-user"])
     error_message = "No Kafka secret may appear as a plain app setting value."
   }

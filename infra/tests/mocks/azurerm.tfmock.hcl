@@ -99,3 +99,10 @@ mock_resource "azurerm_monitor_action_group" {
     id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Insights/actionGroups/ag-ehmirror-test"
   }
 }
+
+mock_resource "azurerm_key_vault_secret" {
+  defaults = {
+    id             = "https://kv-ehmirror-test.vault.azure.net/secrets/mock/00000000000000000000000000000001"
+    versionless_id = "https://kv-ehmirror-test.vault.azure.net/secrets/mock"
+  }
+}
