@@ -51,6 +51,16 @@ locals {
       | project TimeGenerated, Name, ResultCode, OperationId
     KQL
 
+    # No execution of the timer function at all: the host is down, cannot
+    # start the handler, or the schedule is off. (On an empty input,
+    # summarize count() still returns one row, with 0.)
+    not_running = <<-KQL
+      AppRequests
+      | where Name == "MirrorTimer"
+      | summarize runs = count()
+      | where runs == 0
+    KQL
+
     # Drains that met a gap (records removed by retention before they were
     # mirrored) or an oversized record, and the handler's own lines about them.
     gaps_oversized = <<-KQL
@@ -133,6 +143,14 @@ resource "azurerm_monitor_scheduled_query_rules_alert_v2" "this" {
       frequency    = "PT5M"
       window       = var.alert_failed_runs_window
       threshold    = var.alert_failed_runs_threshold
+    }
+    not_running = {
+      display_name = "ehmirror: MirrorTimer not running"
+      description  = "No MirrorTimer execution in the window: the function app is stopped, the host cannot start the handler, or MIRROR_SCHEDULE runs less often than alert_not_running_window."
+      severity     = 1
+      frequency    = "PT5M"
+      window       = var.alert_not_running_window
+      threshold    = 0
     }
     gaps_oversized = {
       display_name = "ehmirror: gap or oversized record"

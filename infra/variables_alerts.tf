@@ -3,7 +3,7 @@
 ###############################################################################
 
 variable "alerts_enabled" {
-  description = "Create the Azure Monitor alert rules (failed runs, gaps/oversized records, growing lag, lag without incoming messages, Event Hubs throttling)."
+  description = "Create the Azure Monitor alert rules (failed runs, timer not running, gaps/oversized records, growing lag, lag without incoming messages, Event Hubs throttling)."
   type        = bool
   default     = true
 }
@@ -49,6 +49,17 @@ variable "alert_failed_runs_window" {
   validation {
     condition     = contains(["PT5M", "PT10M", "PT15M", "PT30M", "PT1H"], var.alert_failed_runs_window)
     error_message = "alert_failed_runs_window must be one of PT5M, PT10M, PT15M, PT30M, PT1H."
+  }
+}
+
+variable "alert_not_running_window" {
+  description = "Alert when no MirrorTimer execution started within this window (ISO 8601 duration): PT15M, PT30M, PT1H, PT2H, PT6H or P1D. Keep it above the MIRROR_SCHEDULE interval."
+  type        = string
+  default     = "PT15M"
+
+  validation {
+    condition     = contains(["PT15M", "PT30M", "PT1H", "PT2H", "PT6H", "P1D"], var.alert_not_running_window)
+    error_message = "alert_not_running_window must be one of PT15M, PT30M, PT1H, PT2H, PT6H, P1D."
   }
 }
 

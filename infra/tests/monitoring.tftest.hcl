@@ -18,8 +18,8 @@ variables {
 
 run "log_alerts_query_the_workspace" {
   assert {
-    condition     = sort(keys(azurerm_monitor_scheduled_query_rules_alert_v2.this)) == tolist(["failed_runs", "gaps_oversized", "lag_growing", "stalled"])
-    error_message = "There must be a log alert for failed runs, gaps/oversized records, growing lag and lag without incoming messages."
+    condition     = sort(keys(azurerm_monitor_scheduled_query_rules_alert_v2.this)) == tolist(["failed_runs", "gaps_oversized", "lag_growing", "not_running", "stalled"])
+    error_message = "There must be a log alert for failed runs, a timer that does not run, gaps/oversized records, growing lag and lag without incoming messages."
   }
 
   assert {
@@ -54,6 +54,18 @@ run "failed_runs_alert_counts_failed_mirror_timer_executions" {
   assert {
     condition     = azurerm_monitor_scheduled_query_rules_alert_v2.this["failed_runs"].criteria[0].threshold == 0 && azurerm_monitor_scheduled_query_rules_alert_v2.this["failed_runs"].window_duration == "PT15M"
     error_message = "By default any failed execution in 15 minutes fires the alert."
+  }
+}
+
+run "not_running_alert_fires_without_any_execution" {
+  assert {
+    condition = (
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "where Name == \"MirrorTimer\"") &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "summarize runs = count()") &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "where runs == 0") &&
+      azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].window_duration == "PT15M"
+    )
+    error_message = "The not-running alert must fire when no MirrorTimer execution started in 15 minutes."
   }
 }
 
@@ -141,6 +153,7 @@ run "thresholds_and_action_groups_follow_variables" {
     alert_failed_runs_window           = "PT30M"
     alert_lag_growth_drains            = 7
     alert_lag_growth_window            = "PT2H"
+    alert_not_running_window           = "PT2H"
     alert_stalled_min_lag              = 1000
     alert_stalled_window               = "PT1H"
     alert_throttled_requests_threshold = 10
@@ -180,6 +193,11 @@ run "thresholds_and_action_groups_follow_variables" {
   assert {
     condition     = strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["stalled"].criteria[0].query, "min_lag > 1000 and") && azurerm_monitor_scheduled_query_rules_alert_v2.this["stalled"].window_duration == "PT1H"
     error_message = "The stalled alert's lag threshold and window must follow the variables."
+  }
+
+  assert {
+    condition     = azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].window_duration == "PT2H"
+    error_message = "The not-running window must follow alert_not_running_window."
   }
 
   assert {
