@@ -43,7 +43,7 @@ func encryptedTestKey(t testing.TB) (keyPEM, password string, key crypto.Signer)
 	return string(enc), "s3cret pass", k.(crypto.Signer)
 }
 
-// TestKafkaMutualTLS (9c) runs Kafka with TLS that requires and verifies
+// TestKafkaMutualTLS (9d) runs Kafka with TLS that requires and verifies
 // client certificates (ssl.client.auth=required). Handlers without a client
 // certificate, or with one from another CA, fail their drain with a one-line
 // reason that the status page shows too, and mirror nothing; an expired
@@ -59,7 +59,7 @@ func TestKafkaMutualTLS(t *testing.T) {
 		KafkaOpts:    []kfake.Opt{kfake.TLS(testpki.BrokerTLS(serverCA.Server(t), clientCA))},
 		ProducerOpts: []kgo.Opt{kgo.DialTLSConfig(&tls.Config{RootCAs: serverCA.Pool(), Certificates: []tls.Certificate{good.TLS}, MinVersion: tls.VersionTLS12})},
 	})
-	f := newFigures(t, "9c", "Kafka mutual TLS: no, foreign or expired client certificate refused in one line; the right one (encrypted key) mirrors; no key in any output")
+	f := newFigures(t, "9d", "Kafka mutual TLS: no, foreign or expired client certificate refused in one line; the right one (encrypted key) mirrors; no key in any output")
 	ctx := context.Background()
 	p := e.newProducer(producerConfig{})
 	p.produce(ctx, 1000)
