@@ -216,3 +216,39 @@ func TestLoadClientCertificate(t *testing.T) {
 		t.Errorf("unresolved Key Vault reference: %v", problems)
 	}
 }
+
+// FuzzClientKey: any key block, encrypted or not, with any password, gives
+// a key or a one-line error naming a setting, never a panic, and the error
+// never holds the key's base64.
+func FuzzClientKey(f *testing.F) {
+	for _, name := range []string{"enc-default.pem", "enc-aes128-sha1.pem", "enc-des3-sha512.pem", "enc-scrypt.pem", "enc-pbes1.pem", "plain.pem"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		p, _ := pem.Decode(b)
+		f.Add(p.Type == "ENCRYPTED PRIVATE KEY", p.Bytes, testPassword)
+	}
+	ca := testpki.NewCA(f, "fuzz CA")
+	cert := string(ca.Client(f, "mirror").CertPEM)
+	f.Fuzz(func(t *testing.T, encrypted bool, der []byte, password string) {
+		typ := "PRIVATE KEY"
+		if encrypted {
+			typ = "ENCRYPTED PRIVATE KEY"
+		}
+		keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+		_, err := ParseClientCertificate(cert, keyPEM, password, time.Now(), SettingNames)
+		if err == nil {
+			return
+		}
+		var ce *CertError
+		if !errors.As(err, &ce) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("error %q", err)
+		}
+		for _, l := range bodyLines(keyPEM) {
+			if strings.Contains(err.Error(), l) {
+				t.Fatalf("key material in %q", err)
+			}
+		}
+	})
+}
