@@ -159,7 +159,7 @@ func parseRSA(t *testing.T, p string) crypto.Signer {
 }
 
 // TestLoadClientCertificate: the settings need KAFKA_TLS; PEM with its line
-// breaks written as \n is read; the status summary names the certificate and
+// breaks written as \n is read, and PEM with CRLF line ends; the status summary names the certificate and
 // hides the key; Secrets covers every line of the key; the TLS config
 // presents the certificate, and refuses once it has expired.
 func TestLoadClientCertificate(t *testing.T) {
@@ -174,6 +174,7 @@ func TestLoadClientCertificate(t *testing.T) {
 	}
 	env[KafkaTLS] = "true"
 	env[KafkaTLSCertPEM] = strings.ReplaceAll(strings.TrimSpace(string(good.CertPEM)), "\n", `\n`)
+	env[KafkaTLSKeyPEM] = strings.ReplaceAll(string(good.KeyPEM), "\n", "\r\n") // Windows line ends
 	s, problems := Load(getenv(env))
 	if len(problems) > 0 {
 		t.Fatalf("problems: %v", problems)
