@@ -104,15 +104,12 @@ func (a *app) mirrorTimer(c echo.Context) error {
 	if timer.IsPastDue {
 		run = "timer (past due)"
 	}
+	// The service logs the drain (its lines and the msg=drain line).
 	rep, err := a.service.Drain(c.Request().Context(), run)
 	lines := rep.Lines()
-	for _, l := range lines {
-		a.logger.Info(l)
-	}
 	status := http.StatusOK
 	if err != nil || rep.Failed() {
 		status = http.StatusInternalServerError
-		a.logger.Error("drain left records unmirrored", "run", run, "summary", rep.Summary())
 	}
 	return a.respond(c, status, functions.NewResponse(lines...))
 }
@@ -214,7 +211,9 @@ func statusURLFor(catchUpURL, id string) string {
 type statusBody struct {
 	Time     time.Time              `json:"time"`
 	OK       bool                   `json:"ok"`
+	Reason   string                 `json:"reason,omitempty"`
 	Problems []config.Problem       `json:"problems"`
+	Health   *mirror.Health         `json:"health,omitempty"`
 	Config   map[string]string      `json:"config"`
 	Lag      *mirror.LagReport      `json:"lag,omitempty"`
 	LagError string                 `json:"lag_error,omitempty"`
@@ -236,6 +235,7 @@ func (a *app) status(c echo.Context) error {
 		body.Problems = config.Problems{}
 	}
 	if len(a.problems) > 0 {
+		body.Reason = a.problemLines()[0]
 		return a.respondHTTP(c, http.StatusServiceUnavailable, body, a.problemLines()...)
 	}
 	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
@@ -243,6 +243,8 @@ func (a *app) status(c echo.Context) error {
 		body.LagError = err.Error()
 	}
 	body.Lag = lag
+	health := a.service.Health(lag)
+	body.Health = &health
 	if st, ok := a.service.ActiveCatchUp(); ok {
 		body.CatchUp = &st
 	}
@@ -257,9 +259,15 @@ func (a *app) status(c echo.Context) error {
 	if reports := a.service.Reports(); len(reports) > 0 {
 		body.Drains = reports
 	}
-	body.OK = err == nil
+	body.OK = err == nil && health.OK
+	switch {
+	case err != nil:
+		body.Reason = "cannot read the group's lag: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+	case !health.OK:
+		body.Reason = health.Reason
+	}
 	status := http.StatusOK
-	if err != nil {
+	if !body.OK {
 		status = http.StatusServiceUnavailable
 	}
 	return a.respondHTTP(c, status, body)

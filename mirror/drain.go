@@ -122,6 +122,7 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 		name := m.router.Hub(t.Name)
 		if err, ok := failed[name]; ok {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
+			rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: errorKind(err), Error: err.Error()})
 			continue
 		}
 		if _, ok := hubs[name]; !ok {
@@ -131,10 +132,11 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 			}
 			if err != nil {
 				if errors.Is(err, ErrHubNotFound) {
-					err = fmt.Errorf("event hub %q does not exist: create it or add a route (MIRROR_ROUTES); topic not mirrored and not committed", name)
+					err = fmt.Errorf("event hub %q does not exist: create it or add a route (MIRROR_ROUTES); topic not mirrored and not committed: %w", name, ErrHubNotFound)
 				}
 				failed[name] = err
 				rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
+				rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: errorKind(err), Error: err.Error()})
 				continue
 			}
 			hubs[name] = hub
@@ -278,7 +280,7 @@ func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
 		if policy == GapFail {
 			ps.begin(committed, wm.End)
 			ps.lagBefore = wm.End - committed
-			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", gap, committed, wm.Start-1))
+			ps.fail(fmt.Errorf("%w: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", errGap, gap, committed, wm.Start-1))
 			return
 		}
 		d.logger.WarnContext(context.Background(), "records lost to retention before they were mirrored; resuming at the earliest record",
@@ -287,7 +289,7 @@ func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
 	case committed > wm.End:
 		if policy == GapFail {
 			ps.begin(committed, wm.End)
-			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d)", committed, wm.End, wm.Start))
+			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d): %w", committed, wm.End, wm.Start, errGap))
 			return
 		}
 		d.logger.WarnContext(context.Background(), "committed offset beyond the log end; restarting at the earliest record",
@@ -459,9 +461,9 @@ func (d *drain) outOfRange(ctx context.Context, ps *partitionState, offset int64
 			ps.mu.Lock()
 			ps.gap += wm.Start - offset
 			ps.mu.Unlock()
-			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced past them", wm.Start-offset, offset, wm.Start-1))
+			ps.fail(fmt.Errorf("%w: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced past them", errGap, wm.Start-offset, offset, wm.Start-1))
 		} else {
-			ps.fail(fmt.Errorf("offset %d is beyond the log end %d (topic recreated or truncated)", offset, wm.End))
+			ps.fail(fmt.Errorf("offset %d is beyond the log end %d (topic recreated or truncated): %w", offset, wm.End, errGap))
 		}
 		return -1
 	}
@@ -623,7 +625,10 @@ func (d *drain) report(ctx context.Context) {
 		}
 		pr.LagAfter = max(end-from, 0)
 		if ps.err != nil {
-			pr.Error = ps.err.Error()
+			pr.Error, pr.Kind = ps.err.Error(), errorKind(ps.err)
+			if ps.changedLog {
+				pr.Kind = KindRecreated
+			}
 		}
 		ps.mu.Unlock()
 		if pr.LagAfter > 0 {

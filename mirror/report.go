@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -36,8 +37,21 @@ type Report struct {
 	Stopped string `json:"stopped"`
 	// Errors are problems that are not tied to one partition, and topics
 	// that could not be mirrored at all (for example their hub is missing).
-	Errors     []string          `json:"errors,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+	// HubErrors are the topics left out because their event hub could not
+	// be used, with the kind of failure; each is also in Errors.
+	HubErrors  []HubError        `json:"hub_errors,omitempty"`
 	Partitions []PartitionReport `json:"partitions"`
+}
+
+// HubError is a topic left out of a drain because its event hub could not
+// be used.
+type HubError struct {
+	Topic string `json:"topic"`
+	Hub   string `json:"hub"`
+	// Kind classifies the failure (one of the Kind constants).
+	Kind  string `json:"kind"`
+	Error string `json:"error"`
 }
 
 // PartitionReport is what one drain did to one Kafka partition.
@@ -65,7 +79,45 @@ type PartitionReport struct {
 	// Busy is set when another drain in this process held the partition.
 	Busy  bool   `json:"busy,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Kind classifies Error (one of the Kind constants); empty without one.
+	Kind string `json:"kind,omitempty"`
 }
+
+// Kinds of failure in reports and in the health of a [Service].
+const (
+	KindUnauthorized = "unauthorized"
+	KindHubMissing   = "hub missing"
+	KindThrottled    = "throttled"
+	KindOversized    = "oversized"
+	KindGap          = "gap"
+	KindRecreated    = "recreated"
+	KindStalled      = "stalled"
+	KindKafka        = "kafka"
+	KindError        = "error"
+)
+
+// errorKind classifies an error of a drain.
+func errorKind(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrUnauthorized):
+		return KindUnauthorized
+	case errors.Is(err, ErrHubNotFound):
+		return KindHubMissing
+	case errors.Is(err, ErrThrottled):
+		return KindThrottled
+	case errors.Is(err, ErrEventTooLarge):
+		return KindOversized
+	case errors.Is(err, errGap):
+		return KindGap
+	}
+	return KindError
+}
+
+// errGap marks partition errors about records removed by retention, or a
+// committed offset beyond the log end.
+var errGap = errors.New("gap")
 
 // Failed reports whether some records could not be mirrored: a partition or
 // topic error, or a drain-level error. Skipped records and busy partitions

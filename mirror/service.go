@@ -23,6 +23,8 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	health *healthTracker
+
 	mu      sync.Mutex
 	reports []*Report
 	active  *catchUp
@@ -33,26 +35,54 @@ type Service struct {
 // same bounds for each of its drains).
 func NewService(m *Mirror, limits Limits) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{mirror: m, limits: limits, ctx: ctx, cancel: cancel}
+	return &Service{mirror: m, limits: limits, ctx: ctx, cancel: cancel, health: newHealthTracker()}
+}
+
+// Health returns whether records are being mirrored, from the last outcome
+// per hub and partition. With lag, problems of partitions no longer
+// mirrored are dropped.
+func (s *Service) Health(lag *LagReport) Health {
+	if lag != nil {
+		tps := make(map[TopicPartition]bool, len(lag.Partitions))
+		hubs := make(map[string]bool)
+		for _, p := range lag.Partitions {
+			tps[TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
+			hubs[p.Hub] = true
+		}
+		s.health.forget(func(tp TopicPartition) bool { return tps[tp] }, hubs)
+	}
+	return s.health.snapshot()
 }
 
 // Mirror returns the service's mirror.
 func (s *Service) Mirror() *Mirror { return s.mirror }
 
-// Drain runs one drain named run within the service's limits and keeps its
-// report.
+// Triggers of a drain, as the drain log line names them.
+const (
+	TriggerTimer   = "timer"
+	TriggerCatchUp = "catchup"
+)
+
+// Drain runs one scheduled drain named run within the service's limits,
+// keeps its report and logs it (see [LogReport]).
 func (s *Service) Drain(ctx context.Context, run string) (*Report, error) {
-	return s.drain(ctx, run, s.limits)
+	return s.drain(ctx, run, TriggerTimer, s.limits)
 }
 
-// drain runs one drain and keeps its report, with a start failure recorded
-// in it.
-func (s *Service) drain(ctx context.Context, run string, lim Limits) (*Report, error) {
+// drain runs one drain, keeps its report, with a start failure recorded in
+// it, updates the health and logs the report.
+func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*Report, error) {
 	rep, err := s.mirror.Drain(ctx, run, lim)
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
 	s.keep(rep)
+	s.health.observe(rep)
+	budget := lim.MaxDuration
+	if budget <= 0 {
+		budget = time.Minute
+	}
+	LogReport(ctx, s.mirror.opts.Logger, rep, trigger, budget, err != nil)
 	return rep, err
 }
 
@@ -179,7 +209,7 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 		if d, ok := ctx.Deadline(); ok {
 			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
 		}
-		rep, _ := s.drain(ctx, run, lim)
+		rep, _ := s.drain(ctx, run, TriggerCatchUp, lim)
 		c.update(func(st *CatchUpStatus) {
 			st.Drains++
 			st.Records += rep.Records
