@@ -20,6 +20,7 @@ func TestOperating(t *testing.T) {
 	app := buildApp(t)
 	t.Run("wrong Event Hubs key: status ok false with the reason", func(t *testing.T) { testWrongEventHubsKey(t, app) })
 	t.Run("catch-up drains are logged like timer drains", func(t *testing.T) { testCatchUpLogs(t, app) })
+	t.Run("a catch-up body over 1 MiB gets 413 through res", func(t *testing.T) { testBodyTooLarge(t, app) })
 }
 
 // drainLine matches the structured drain line of the shared log contract.
@@ -119,5 +120,26 @@ func waitCaughtUp(t *testing.T, statusURL string) {
 			t.Fatalf("catch-up did not finish: %s", raw)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testBodyTooLarge(t *testing.T, app string) {
+	w := newWorld(t)
+	out := &capture{}
+	h, front := startHost(t, app, w.settings(), out)
+	key := h.Keys().DefaultKey()
+	// Exactly 1 MiB is accepted (and refused as JSON, 400); one byte more is 413.
+	body := `{"topics":"` + strings.Repeat("a", 1<<20-len(`{"topics":""}`)) + `"}`
+	if code, _, raw := call(t, "POST", front.URL+"/api/catchup?code="+key, body); code != http.StatusAccepted {
+		t.Errorf("1 MiB body: %d %.200s", code, raw)
+	}
+	for _, body := range []string{body + " ", strings.Repeat(`"\u0001`, 1<<20)} {
+		code, m, raw := call(t, "POST", front.URL+"/api/catchup?code="+key, body)
+		if code != http.StatusRequestEntityTooLarge || !strings.Contains(fmt.Sprint(m["error"]), "larger than 1048576 bytes") {
+			t.Errorf("%d-byte body: %d %.300s", len(body), code, raw)
+		}
+	}
+	if strings.Contains(out.String(), "invocation failed") || strings.Contains(out.String(), "malformed invocation") {
+		t.Errorf("the invocation failed:\n%s", out)
 	}
 }

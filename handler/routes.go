@@ -24,8 +24,17 @@ const (
 	resBinding   = "res"
 )
 
-// maxInvocationBytes bounds an invocation body from the host.
-const maxInvocationBytes = 1 << 20
+// maxRequestBodyBytes bounds the body of an HTTP request to a function; a
+// larger one gets 413.
+const maxRequestBodyBytes = 1 << 20
+
+// maxInvocationBytes bounds an invocation body from the host: the request
+// body travels inside it as a JSON string, which escaping may make up to
+// six times larger.
+const maxInvocationBytes = 6*maxRequestBodyBytes + 64<<10
+
+// errBodyTooLarge is an HTTP request body over maxRequestBodyBytes.
+var errBodyTooLarge = fmt.Errorf("request body larger than %d bytes (1 MiB)", maxRequestBodyBytes)
 
 // newServer returns the echo server with the host's routes: GET / for the
 // readiness probe and POST /<FunctionName> for each function.
@@ -58,13 +67,42 @@ func (a *app) respondHTTP(c echo.Context, status int, v any, logs ...string) err
 	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, logs...))
 }
 
-// decodeHTTP reads the HTTP trigger data of an invocation.
+// decodeHTTP reads the HTTP trigger data of an invocation; a request body
+// over maxRequestBodyBytes gives errBodyTooLarge.
 func decodeHTTP(c echo.Context) (functions.HTTPRequest, error) {
-	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
+	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxInvocationBytes+1))
+	if err != nil {
+		return functions.HTTPRequest{}, fmt.Errorf("invocation body: read: %w", err)
+	}
+	if len(raw) > maxInvocationBytes {
+		return functions.HTTPRequest{}, errBodyTooLarge
+	}
+	inv, err := functions.ParseInvocation(raw)
 	if err != nil {
 		return functions.HTTPRequest{}, err
 	}
-	return inv.HTTP(reqBinding)
+	req, err := inv.HTTP(reqBinding)
+	if err == nil && len(req.Body) > maxRequestBodyBytes {
+		return req, errBodyTooLarge
+	}
+	return req, err
+}
+
+// httpRequest decodes an HTTP-triggered invocation. When it cannot, it
+// answers (413 through the res binding for an oversized body, with the
+// invocation itself successful; 400 for a malformed invocation) and ok is
+// false.
+func (a *app) httpRequest(c echo.Context) (req functions.HTTPRequest, ok bool, err error) {
+	req, err = decodeHTTP(c)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		msg := c.Path()[1:] + " refused: " + err.Error()
+		a.logger.Warn(msg)
+		return req, false, a.respondHTTP(c, http.StatusRequestEntityTooLarge, map[string]string{"error": err.Error()}, msg)
+	case err != nil:
+		return req, false, a.badInvocation(c, err)
+	}
+	return req, true, nil
 }
 
 // badInvocation answers a malformed invocation body: 400 with the reason.
@@ -160,9 +198,9 @@ func parseCatchUpBody(body string, limit time.Duration) (mirror.CatchUpRequest, 
 
 // catchUp starts a background catch-up, or returns the active one.
 func (a *app) catchUp(c echo.Context) error {
-	req, err := decodeHTTP(c)
-	if err != nil {
-		return a.badInvocation(c, err)
+	req, ok, err := a.httpRequest(c)
+	if !ok {
+		return err
 	}
 	if len(a.problems) > 0 {
 		return a.respondHTTP(c, http.StatusServiceUnavailable, map[string]any{"error": "invalid settings", "problems": a.problems}, a.problemLines()...)
@@ -226,9 +264,9 @@ type statusBody struct {
 // status reports lag per partition, recent drains, catch-ups, problems and
 // the redacted configuration.
 func (a *app) status(c echo.Context) error {
-	req, err := decodeHTTP(c)
-	if err != nil {
-		return a.badInvocation(c, err)
+	req, ok, err := a.httpRequest(c)
+	if !ok {
+		return err
 	}
 	body := statusBody{Time: time.Now(), Problems: a.problems, Config: a.settings.Summary(), Drains: []*mirror.Report{}}
 	if body.Problems == nil {
