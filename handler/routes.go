@@ -45,6 +45,9 @@ func newServer(a *app) *echo.Echo {
 	e.POST("/MirrorTimer", a.mirrorTimer)
 	e.POST("/CatchUp", a.catchUp)
 	e.POST("/Status", a.status)
+	e.POST("/Offsets", a.offsets)
+	e.POST("/Pause", a.pause)
+	e.POST("/Resume", a.resume)
 	return e
 }
 

@@ -52,6 +52,10 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		rep.Stopped = StopFailed
 		return rep, err
 	}
+	if topics, rep.Paused, err = m.dropPaused(workCtx, topics); err != nil {
+		rep.Stopped = StopFailed
+		return rep, err
+	}
 	hubs, names := m.resolveHubs(workCtx, topics, rep)
 	if len(names) == 0 {
 		rep.Stopped = StopNothingToDo

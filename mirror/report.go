@@ -35,6 +35,8 @@ type Report struct {
 	LagAfter int64 `json:"lag_after"`
 	// Stopped says why the drain ended.
 	Stopped string `json:"stopped"`
+	// Paused lists the topics left out because they are paused.
+	Paused []string `json:"paused,omitempty"`
 	// Errors are problems that are not tied to one partition, and topics
 	// that could not be mirrored at all (for example their hub is missing).
 	Errors []string `json:"errors,omitempty"`
@@ -147,6 +149,9 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s drain: %d records (%s) in %s (%.0f records/s), %d partitions, lag after %d, stopped: %s",
 		r.Run, r.Records, byteSize(r.Bytes), r.Duration.Round(time.Millisecond), rate, len(r.Partitions), r.LagAfter, r.Stopped)
+	if len(r.Paused) > 0 {
+		fmt.Fprintf(&b, ", paused topics left out: %s", strings.Join(r.Paused, ", "))
+	}
 	if r.Skipped > 0 {
 		fmt.Fprintf(&b, ", %d oversized records skipped", r.Skipped)
 	}

@@ -1,0 +1,429 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Control is what offset resets and pauses need from Kafka besides the
+// [Source]. Implementations must be safe for concurrent use.
+type Control interface {
+	// OffsetsForTime returns, per partition, the earliest offset whose
+	// record timestamp is at or after t, or the log end when none is.
+	OffsetsForTime(ctx context.Context, tps []TopicPartition, t time.Time) (map[TopicPartition]int64, error)
+	// GroupMembers returns how many members the consumer group has now.
+	GroupMembers(ctx context.Context) (int, error)
+	// ControlRecords returns the control record stored for each topic ("" or
+	// absent where none). Control records are kept apart from the group's
+	// committed offsets and their metadata.
+	ControlRecords(ctx context.Context, topics []string) (map[string]string, error)
+	// WriteControlRecord stores a topic's control record.
+	WriteControlRecord(ctx context.Context, topic, record string) error
+}
+
+// ErrBusy is returned (wrapped) when an offset reset finds its partitions
+// held by a drain, in this process or in another member of the group.
+var ErrBusy = errors.New("partitions held by a drain")
+
+// ErrNoControl is returned when the mirror was built without a [Control].
+var ErrNoControl = errors.New("offset resets and pauses need a Kafka control (Options.Control)")
+
+// InputError is a request that cannot be carried out as given. Field names
+// the culprit as it appears in the request body.
+type InputError struct {
+	Field   string
+	Message string
+}
+
+// Error returns "field: message".
+func (e *InputError) Error() string { return e.Field + ": " + e.Message }
+
+func inputErr(field, format string, args ...any) error {
+	return &InputError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Pause is the pause state of one topic.
+type Pause struct {
+	Topic  string    `json:"topic"`
+	Paused bool      `json:"paused"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// pauseRecordVersion tags control records written by this mirror.
+const pauseRecordVersion = 1
+
+type pauseRecord struct {
+	V      int       `json:"v"`
+	Paused bool      `json:"paused"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// maxControlText bounds who and why in a control record (Kafka keeps at
+// most offset.metadata.max.bytes, 4096 by default, of commit metadata).
+const maxControlText = 256
+
+func clip(s string) string {
+	if len(s) <= maxControlText {
+		return s
+	}
+	return s[:maxControlText]
+}
+
+// Pauses returns the paused topics among topics.
+func (m *Mirror) Pauses(ctx context.Context, topics []string) (map[string]Pause, error) {
+	out := map[string]Pause{}
+	if m.opts.Control == nil || len(topics) == 0 {
+		return out, nil
+	}
+	recs, err := m.opts.Control.ControlRecords(ctx, topics)
+	if err != nil {
+		return nil, fmt.Errorf("reading pauses: %w", err)
+	}
+	for topic, raw := range recs {
+		var r pauseRecord
+		if raw == "" || json.Unmarshal([]byte(raw), &r) != nil || r.V != pauseRecordVersion {
+			continue
+		}
+		if r.Paused {
+			out[topic] = Pause{Topic: topic, Paused: true, By: r.By, At: r.At, Reason: r.Reason}
+		}
+	}
+	return out, nil
+}
+
+// SetPaused pauses or resumes a mirrored topic for every instance: drains
+// that start afterwards leave a paused topic out (its committed offsets stay
+// where they are). A drain already running finishes first.
+func (m *Mirror) SetPaused(ctx context.Context, topic string, paused bool, by, reason string) (Pause, error) {
+	if m.opts.Control == nil {
+		return Pause{}, ErrNoControl
+	}
+	if topic == "" {
+		return Pause{}, inputErr("topic", "missing: name a mirrored topic")
+	}
+	if _, err := m.mirroredTopic(ctx, "topic", topic); err != nil {
+		return Pause{}, err
+	}
+	p := Pause{Topic: topic, Paused: paused, By: clip(by), At: time.Now().UTC(), Reason: clip(reason)}
+	raw, err := json.Marshal(pauseRecord{V: pauseRecordVersion, Paused: p.Paused, By: p.By, At: p.At, Reason: p.Reason})
+	if err != nil {
+		return Pause{}, fmt.Errorf("encoding the pause record: %w", err)
+	}
+	if err := m.opts.Control.WriteControlRecord(ctx, topic, string(raw)); err != nil {
+		return Pause{}, fmt.Errorf("storing the pause of %q: %w", topic, err)
+	}
+	msg := "topic resumed"
+	if paused {
+		msg = "topic paused"
+	}
+	m.opts.Logger.InfoContext(ctx, msg, "topic", topic, "by", p.By, "reason", p.Reason, "at", p.At.Format(time.RFC3339))
+	return p, nil
+}
+
+// mirroredTopic returns the mirrored topic named name, or an InputError for
+// field.
+func (m *Mirror) mirroredTopic(ctx context.Context, field, name string) (Topic, error) {
+	topics, err := m.selectTopics(ctx, nil)
+	if err != nil {
+		return Topic{}, err
+	}
+	for _, t := range topics {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return Topic{}, inputErr(field, "unknown topic %q: not a mirrored Kafka topic (see KAFKA_TOPICS_INCLUDE and KAFKA_TOPICS_EXCLUDE)", name)
+}
+
+// dropPaused removes paused topics from topics and returns their names.
+func (m *Mirror) dropPaused(ctx context.Context, topics []Topic) (kept []Topic, paused []string, err error) {
+	if m.opts.Control == nil {
+		return topics, nil, nil
+	}
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	pauses, err := m.Pauses(ctx, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, t := range topics {
+		if _, ok := pauses[t.Name]; ok {
+			paused = append(paused, t.Name)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	return kept, paused, nil
+}
+
+// Offset reset targets.
+const (
+	ResetEarliest  = "earliest"
+	ResetLatest    = "latest"
+	ResetTimestamp = "timestamp"
+	ResetOffset    = "offset"
+)
+
+// ResetRequest asks to move the group's committed offsets.
+type ResetRequest struct {
+	// Topics are mirrored topics; Partitions narrows every one of them
+	// (nil: all partitions).
+	Topics     []string
+	Partitions []int32
+	// To is one of the Reset constants; Timestamp goes with ResetTimestamp,
+	// Offset with ResetOffset.
+	To        string
+	Timestamp time.Time
+	Offset    int64
+	// Apply commits the new offsets; without it the reset is a dry run.
+	Apply bool
+	// By says who asked, for the log.
+	By string
+}
+
+// ResetPartition is the plan (or the outcome) of a reset on one partition.
+type ResetPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Before is the committed offset (NoOffset if none); From is where the
+	// next drain would have started.
+	Before int64 `json:"before"`
+	From   int64 `json:"from"`
+	// After is the new committed offset.
+	After    int64 `json:"after"`
+	LogStart int64 `json:"log_start"`
+	LogEnd   int64 `json:"log_end"`
+	// Skipped counts records that will never be mirrored (After > From);
+	// Resent counts records that will be mirrored again (After < From).
+	Skipped int64 `json:"skipped"`
+	Resent  int64 `json:"resent"`
+}
+
+// ResetResult is a dry run or an applied reset.
+type ResetResult struct {
+	Applied    bool             `json:"applied"`
+	To         string           `json:"to"`
+	Timestamp  time.Time        `json:"timestamp,omitzero"`
+	Offset     *int64           `json:"offset,omitempty"`
+	By         string           `json:"by,omitempty"`
+	At         time.Time        `json:"at"`
+	Skipped    int64            `json:"skipped"`
+	Resent     int64            `json:"resent"`
+	Partitions []ResetPartition `json:"partitions"`
+}
+
+// ResetOffsets plans a reset of the group's committed offsets and, with
+// req.Apply, commits it through a claim of the consumer group, so Kafka
+// fences it against drains that join meanwhile. A reset is refused with
+// ErrBusy while a drain of this process holds one of the partitions or the
+// group has members (a drain of another instance). Bad requests give an
+// *InputError naming the field.
+func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResult, error) {
+	tps, err := m.resetPartitions(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res := &ResetResult{To: req.To, Timestamp: req.Timestamp, By: req.By, At: time.Now().UTC()}
+	if req.To == ResetOffset {
+		res.Offset = &req.Offset
+	}
+	if !req.Apply {
+		committed, err := m.source.Committed(ctx, tps)
+		if err != nil {
+			return nil, fmt.Errorf("reading committed offsets: %w", err)
+		}
+		return res, m.plan(ctx, req, tps, committed, res)
+	}
+
+	got, busy := m.hold("offset reset", tps)
+	defer m.release(got)
+	if len(busy) > 0 {
+		return nil, fmt.Errorf("%w: a drain of this process holds %s; try again when it ends", ErrBusy, tpList(busy))
+	}
+	if n, err := m.opts.Control.GroupMembers(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		return nil, fmt.Errorf("%w: consumer group has %d members (a drain is running); try again when it ends, or pause the topics first", ErrBusy, n)
+	}
+	claim, err := m.source.Claim(ctx, req.Topics)
+	if err != nil {
+		return nil, fmt.Errorf("joining consumer group for the reset: %w", err)
+	}
+	defer func() {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := claim.Release(releaseCtx); err != nil {
+			m.opts.Logger.WarnContext(ctx, "leaving consumer group after a reset", "err", err)
+		}
+	}()
+	assigned := claim.Assigned()
+	var notOwned []TopicPartition
+	for _, tp := range tps {
+		if _, ok := assigned[tp]; !ok {
+			notOwned = append(notOwned, tp)
+		}
+	}
+	if len(notOwned) > 0 {
+		return nil, fmt.Errorf("%w: another member of the group holds %s; try again when it ends", ErrBusy, tpList(notOwned))
+	}
+	if err := m.plan(ctx, req, tps, assigned, res); err != nil {
+		return nil, err
+	}
+	offsets := make(map[TopicPartition]CommitOffset, len(res.Partitions))
+	for _, p := range res.Partitions {
+		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		offsets[tp] = CommitOffset{Offset: p.After, Metadata: m.metadataBefore(ctx, tp, p.After, p.LogStart)}
+	}
+	if err := claim.CommitWithMetadata(ctx, offsets); err != nil {
+		return nil, fmt.Errorf("committing the reset: %w", err)
+	}
+	res.Applied = true
+	for _, p := range res.Partitions {
+		m.opts.Logger.InfoContext(ctx, "offsets reset", "by", req.By, "at", res.At.Format(time.RFC3339),
+			"topic", p.Topic, "partition", p.Partition, "before", p.Before, "after", p.After,
+			"to", req.To, "skipped", p.Skipped, "resent", p.Resent)
+	}
+	return res, nil
+}
+
+// metadataBefore is the commit metadata for offset: the fingerprint of the
+// record before it, when it can be read.
+func (m *Mirror) metadataBefore(ctx context.Context, tp TopicPartition, offset, logStart int64) string {
+	if offset <= logStart {
+		return ""
+	}
+	f, err := m.source.Fetch(ctx, tp, offset-1, 1)
+	if err != nil {
+		return ""
+	}
+	for i := range f.Records {
+		if r := &f.Records[i]; r.Offset == offset-1 {
+			return commitMetadataAt(r)
+		}
+	}
+	return ""
+}
+
+// resetPartitions validates the request and lists its partitions.
+func (m *Mirror) resetPartitions(ctx context.Context, req ResetRequest) ([]TopicPartition, error) {
+	if m.opts.Control == nil {
+		return nil, ErrNoControl
+	}
+	switch req.To {
+	case ResetEarliest, ResetLatest, ResetTimestamp, ResetOffset:
+	case "":
+		return nil, inputErr("to", "missing: want earliest, latest, timestamp or offset")
+	default:
+		return nil, inputErr("to", "%q: want earliest, latest, timestamp or offset", req.To)
+	}
+	if req.To == ResetTimestamp {
+		if req.Timestamp.IsZero() {
+			return nil, inputErr("timestamp", "missing: to=timestamp needs an RFC 3339 time such as 2026-12-03T05:00:00Z")
+		}
+		if req.Timestamp.After(time.Now()) {
+			return nil, inputErr("timestamp", "%s is in the future", req.Timestamp.Format(time.RFC3339))
+		}
+	}
+	if req.To == ResetOffset && req.Offset < 0 {
+		return nil, inputErr("offset", "%d: want a non-negative offset", req.Offset)
+	}
+	if len(req.Topics) == 0 {
+		return nil, inputErr("topics", "missing: name one or more mirrored topics")
+	}
+	var tps []TopicPartition
+	seen := map[string]bool{}
+	for _, name := range req.Topics {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t, err := m.mirroredTopic(ctx, "topics", name)
+		if err != nil {
+			return nil, err
+		}
+		if req.Partitions == nil {
+			for p := range t.Partitions {
+				tps = append(tps, TopicPartition{Topic: name, Partition: int32(p)})
+			}
+			continue
+		}
+		for _, p := range req.Partitions {
+			if p < 0 || int(p) >= t.Partitions {
+				return nil, inputErr("partitions", "topic %q has no partition %d (it has %d)", name, p, t.Partitions)
+			}
+			tps = append(tps, TopicPartition{Topic: name, Partition: p})
+		}
+	}
+	if len(tps) == 0 {
+		return nil, inputErr("partitions", "empty: name partitions or leave the field out for all")
+	}
+	sortTopicPartitions(tps)
+	return slices.Compact(tps), nil
+}
+
+// plan fills res with the reset of tps from committed.
+func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartition, committed map[TopicPartition]int64, res *ResetResult) error {
+	wms, err := m.source.Watermarks(ctx, tps)
+	if err != nil {
+		return fmt.Errorf("reading Kafka watermarks: %w", err)
+	}
+	var byTime map[TopicPartition]int64
+	if req.To == ResetTimestamp {
+		if byTime, err = m.opts.Control.OffsetsForTime(ctx, tps, req.Timestamp); err != nil {
+			return err
+		}
+	}
+	res.Partitions, res.Skipped, res.Resent = nil, 0, 0
+	for _, tp := range tps {
+		wm := wms[tp]
+		before, ok := committed[tp]
+		if !ok {
+			before = NoOffset
+		}
+		from := before
+		switch {
+		case before == NoOffset && m.opts.StartOffset == StartLatest:
+			from = wm.End
+		case before == NoOffset || before < wm.Start:
+			from = wm.Start
+		}
+		p := ResetPartition{Topic: tp.Topic, Partition: tp.Partition, Before: before, From: from, LogStart: wm.Start, LogEnd: wm.End}
+		switch req.To {
+		case ResetEarliest:
+			p.After = wm.Start
+		case ResetLatest:
+			p.After = wm.End
+		case ResetTimestamp:
+			p.After = min(max(byTime[tp], wm.Start), wm.End)
+		case ResetOffset:
+			if req.Offset < wm.Start || req.Offset > wm.End {
+				return inputErr("offset", "%d is out of range for %s: the log holds offsets %d to %d (the end, %d, is allowed)", req.Offset, tp, wm.Start, wm.End-1, wm.End)
+			}
+			p.After = req.Offset
+		}
+		p.Skipped, p.Resent = max(p.After-from, 0), max(from-p.After, 0)
+		res.Skipped += p.Skipped
+		res.Resent += p.Resent
+		res.Partitions = append(res.Partitions, p)
+	}
+	return nil
+}
+
+func tpList(tps []TopicPartition) string {
+	s := make([]string, len(tps))
+	for i, tp := range tps {
+		s[i] = tp.String()
+	}
+	return strings.Join(s, ", ")
+}
