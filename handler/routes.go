@@ -15,6 +15,7 @@ import (
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/mirror"
+	"github.com/ehmirror/ehmirror/statuspage"
 )
 
 // Binding names from the function.json files under functions/.
@@ -277,7 +278,7 @@ func (a *app) status(c echo.Context) error {
 	}
 	if len(a.problems) > 0 {
 		body.Reason = a.problemLines()[0]
-		return a.respondHTTP(c, http.StatusServiceUnavailable, body, a.problemLines()...)
+		return a.respondStatus(c, req, http.StatusServiceUnavailable, body, a.problemLines()...)
 	}
 	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
 	if err != nil {
@@ -311,5 +312,39 @@ func (a *app) status(c echo.Context) error {
 	if !body.OK {
 		status = http.StatusServiceUnavailable
 	}
-	return a.respondHTTP(c, status, body)
+	return a.respondStatus(c, req, status, body)
+}
+
+// wantsHTML reports whether a status request asks for the HTML page:
+// ?format=html, or an Accept header that names text/html (as browsers do).
+func wantsHTML(req functions.HTTPRequest) bool {
+	if f := req.Query["format"]; f != "" {
+		return strings.EqualFold(f, "html")
+	}
+	return strings.Contains(strings.ToLower(strings.Join(req.Headers.Values("Accept"), ",")), "text/html")
+}
+
+// respondStatus answers a status request with JSON or the HTML page.
+func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status int, body statusBody, logs ...string) error {
+	if !wantsHTML(req) {
+		return a.respondHTTP(c, status, body, logs...)
+	}
+	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
+		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config}
+	p.Problems = a.problemLines()
+	if body.Health != nil {
+		for _, pr := range body.Health.Problems {
+			p.Problems = append(p.Problems, pr.String())
+		}
+	}
+	var html strings.Builder
+	if err := statuspage.Render(&html, p); err != nil {
+		return err
+	}
+	out := functions.HTTPOutput{StatusCode: status, Body: html.String(), Headers: map[string]string{
+		"Content-Type":            "text/html; charset=utf-8",
+		"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+		"Cache-Control":           "no-store",
+	}}
+	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, logs...))
 }

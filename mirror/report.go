@@ -25,6 +25,10 @@ type Report struct {
 	Run      string        `json:"run"`
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration_ns"`
+	// Trigger (timer or catchup) and Budget (the drain's duration bound)
+	// are set by the [Service].
+	Trigger string        `json:"trigger,omitempty"`
+	Budget  time.Duration `json:"budget_ns,omitempty"`
 	// Records and Bytes count records (and their value bytes) that Event
 	// Hubs acknowledged.
 	Records int64 `json:"records"`

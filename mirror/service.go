@@ -76,12 +76,13 @@ func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
-	s.keep(rep)
-	s.health.observe(rep)
 	budget := lim.MaxDuration
 	if budget <= 0 {
 		budget = time.Minute
 	}
+	rep.Trigger, rep.Budget = trigger, budget
+	s.keep(rep)
+	s.health.observe(rep)
 	LogReport(ctx, s.mirror.opts.Logger, rep, trigger, budget, err != nil)
 	return rep, err
 }
