@@ -34,6 +34,10 @@ const maxRequestBodyBytes = 1 << 20
 // six times larger.
 const maxInvocationBytes = 6*maxRequestBodyBytes + 64<<10
 
+// maxTimerInvocationBytes bounds a timer invocation (a few hundred bytes
+// in practice).
+const maxTimerInvocationBytes = 1 << 20
+
 // errBodyTooLarge is an HTTP request body over maxRequestBodyBytes.
 var errBodyTooLarge = fmt.Errorf("request body larger than %d bytes (1 MiB)", maxRequestBodyBytes)
 
@@ -128,7 +132,7 @@ func (a *app) problemLines() []string {
 // and also logged, because the host drops Logs of a failed invocation.
 func (a *app) mirrorTimer(c echo.Context) error {
 	var timer functions.Timer
-	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
+	inv, err := functions.DecodeInvocation(c.Request().Body, maxTimerInvocationBytes)
 	if err == nil {
 		timer, err = inv.Timer(timerBinding)
 	}
@@ -308,8 +312,11 @@ func (a *app) status(c echo.Context) error {
 	case !health.OK:
 		body.Reason = health.Reason
 	}
+	// 503 only when the status itself is incomplete (lag unreadable); a
+	// known problem is ok:false with the reason in a 200, so that callers
+	// polling a catch-up run or the lag still get the figures.
 	status := http.StatusOK
-	if !body.OK {
+	if err != nil {
 		status = http.StatusServiceUnavailable
 	}
 	return a.respondStatus(c, req, status, body)
