@@ -46,7 +46,10 @@ func decodeBody(body string, v any) error {
 			return &mirror.InputError{Field: te.Field, Message: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
 		}
 		if _, field, ok := strings.Cut(err.Error(), "unknown field "); ok {
-			return &mirror.InputError{Field: strings.Trim(field, `"`), Message: "unknown field"}
+			if name := strings.Trim(field, `"`); name != "" && !strings.ContainsAny(name, "\n\r") {
+				return &mirror.InputError{Field: name, Message: "unknown field"}
+			}
+			return &mirror.InputError{Field: "body", Message: "unknown field " + strings.ReplaceAll(field, "\n", `\n`)}
 		}
 		return &mirror.InputError{Field: "body", Message: "malformed JSON: " + err.Error()}
 	}
