@@ -251,10 +251,8 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	if len(busy) > 0 {
 		return nil, fmt.Errorf("%w: a drain of this process holds %s; try again when it ends", ErrBusy, tpList(busy))
 	}
-	if n, err := m.opts.Control.GroupMembers(ctx); err != nil {
+	if err := m.awaitEmptyGroup(ctx); err != nil {
 		return nil, err
-	} else if n > 0 {
-		return nil, fmt.Errorf("%w: consumer group has %d members (a drain is running); try again when it ends, or pause the topics first", ErrBusy, n)
 	}
 	claim, err := m.source.Claim(ctx, req.Topics)
 	if err != nil {
@@ -283,7 +281,7 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	offsets := make(map[TopicPartition]CommitOffset, len(res.Partitions))
 	for _, p := range res.Partitions {
 		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		offsets[tp] = CommitOffset{Offset: p.After, Metadata: m.metadataBefore(ctx, tp, p.After, p.LogStart)}
+		offsets[tp] = CommitOffset{Offset: p.After, Metadata: m.resetMetadata(ctx, tp, p.After, p.LogStart)}
 	}
 	if err := claim.CommitWithMetadata(ctx, offsets); err != nil {
 		return nil, fmt.Errorf("committing the reset: %w", err)
@@ -297,9 +295,40 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	return res, nil
 }
 
-// metadataBefore is the commit metadata for offset: the fingerprint of the
-// record before it, when it can be read.
-func (m *Mirror) metadataBefore(ctx context.Context, tp TopicPartition, offset, logStart int64) string {
+// emptyGroupWait is how long a reset waits for the group to have no
+// members: a process may stay a member for a few seconds after its last
+// drain, to rejoin without a rebalance.
+const emptyGroupWait = 8 * time.Second
+
+// awaitEmptyGroup waits up to emptyGroupWait for the consumer group to have
+// no members; a drain that holds partitions in any instance is a member.
+// Joining while one runs would make the group rebalance and cut that drain
+// short, so the reset is refused with ErrBusy instead.
+func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
+	deadline := time.Now().Add(emptyGroupWait)
+	for {
+		n, err := m.opts.Control.GroupMembers(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the consumer group has %d members (a drain is running); try again when it ends, or pause the topics first", ErrBusy, n)
+		}
+		if !sleep(ctx, 250*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// resetMetadata is the commit metadata an offset reset writes for tp at
+// offset, in the format of a drain's own commits: this is the one place
+// where resets make metadata. Today that format fingerprints the record
+// before the offset (read back when it is still in the log), so that the
+// next drain checks the reset position as it checks its own commits.
+func (m *Mirror) resetMetadata(ctx context.Context, tp TopicPartition, offset, logStart int64) string {
 	if offset <= logStart {
 		return ""
 	}
@@ -309,7 +338,8 @@ func (m *Mirror) metadataBefore(ctx context.Context, tp TopicPartition, offset, 
 	}
 	for i := range f.Records {
 		if r := &f.Records[i]; r.Offset == offset-1 {
-			return commitMetadataAt(r)
+			a := &ackedRecord{offset: r.Offset, fp: fingerprintOf(r)}
+			return a.commitMetadata()
 		}
 	}
 	return ""

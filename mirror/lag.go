@@ -96,3 +96,15 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 	}
 	return rep, nil
 }
+
+// Unpaused is the total lag of the partitions of topics that are not
+// paused: what a catch-up can bring to zero.
+func (r *LagReport) Unpaused() int64 {
+	var n int64
+	for _, p := range r.Partitions {
+		if !p.Paused {
+			n += p.Lag
+		}
+	}
+	return n
+}

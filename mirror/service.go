@@ -132,8 +132,8 @@ type CatchUpStatus struct {
 	MaxDuration time.Duration `json:"max_duration_ns"`
 	Drains      int           `json:"drains"`
 	Records     int64         `json:"records"`
-	// Lag is the group's total lag measured after the latest drain; -1
-	// before the first measurement.
+	// Lag is the group's total lag (paused topics left out) measured after
+	// the latest drain; -1 before the first measurement.
 	Lag       int64  `json:"lag"`
 	LastError string `json:"last_error,omitempty"`
 }
@@ -222,8 +222,8 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 		})
 		lag, err := s.mirror.Lag(ctx, req.Topics)
 		if err == nil {
-			c.update(func(st *CatchUpStatus) { st.Lag = lag.Total })
-			if lag.Total == 0 {
+			c.update(func(st *CatchUpStatus) { st.Lag = lag.Unpaused() })
+			if lag.Unpaused() == 0 {
 				c.update(func(st *CatchUpStatus) { st.State, st.Ended = CatchUpCaughtUp, time.Now() })
 				return
 			}

@@ -236,14 +236,3 @@ func (p *partitionState) lastCommitted() int64 {
 	defer p.mu.Unlock()
 	return p.committed
 }
-
-// commitMetadataAt is the metadata of a commit whose offset follows record r
-// (an offset reset writes it, so the next drain checks the reset position as
-// it checks its own commits); "" without r.
-func commitMetadataAt(r *Record) string {
-	if r == nil {
-		return ""
-	}
-	a := &ackedRecord{offset: r.Offset, fp: fingerprintOf(r)}
-	return a.commitMetadata()
-}
