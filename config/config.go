@@ -33,6 +33,9 @@ const (
 	KafkaTLS              = "KAFKA_TLS"
 	KafkaTLSCAPEM         = "KAFKA_TLS_CA_PEM"
 	KafkaTLSSkipVerify    = "KAFKA_TLS_INSECURE_SKIP_VERIFY"
+	KafkaTLSCertPEM       = "KAFKA_TLS_CERT_PEM"
+	KafkaTLSKeyPEM        = "KAFKA_TLS_KEY_PEM"
+	KafkaTLSKeyPassword   = "KAFKA_TLS_KEY_PASSWORD"
 	EventHubsConnection   = "EVENTHUBS"
 	EventHubsNamespace    = "EVENTHUBS__fullyQualifiedNamespace"
 	EventHubsClientID     = "EVENTHUBS__clientId"
@@ -61,7 +64,7 @@ const (
 )
 
 // secretSettings never appear in logs, responses or errors.
-var secretSettings = []string{KafkaSASLPassword, EventHubsConnection}
+var secretSettings = []string{KafkaSASLPassword, EventHubsConnection, KafkaTLSKeyPEM, KafkaTLSKeyPassword}
 
 // keyVaultPrefix starts an app setting the platform failed to resolve.
 const keyVaultPrefix = "@Microsoft.KeyVault("
@@ -107,6 +110,9 @@ type Settings struct {
 	KafkaTLS           bool
 	KafkaTLSCAPEM      string
 	KafkaTLSSkipVerify bool
+	// KafkaClientCert, when set, is presented to brokers that ask for a
+	// client certificate (mutual TLS).
+	KafkaClientCert *ClientCert
 
 	// EventHubsConnectionString is set for key-based access; otherwise
 	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
@@ -173,6 +179,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 			l.problem(KafkaTLSCAPEM, "holds no PEM certificate")
 		}
 	}
+	s.KafkaClientCert = l.clientCert(s.KafkaTLS)
 
 	s.EventHubsConnectionString = l.secret(EventHubsConnection)
 	s.EventHubsNamespace = l.text(EventHubsNamespace, "")
@@ -256,6 +263,50 @@ func (l *loader) raw(name string) (string, bool) {
 		return "", false
 	}
 	return v, v != ""
+}
+
+// clientCert reads and checks the client certificate settings; nil when
+// none is set or they have a problem.
+func (l *loader) clientCert(tlsOn bool) *ClientCert {
+	certPEM, keyPEM, password := pemValue(l.secret(KafkaTLSCertPEM)), pemValue(l.secret(KafkaTLSKeyPEM)), l.secret(KafkaTLSKeyPassword)
+	set := ""
+	for _, name := range []string{KafkaTLSKeyPassword, KafkaTLSKeyPEM, KafkaTLSCertPEM} {
+		if l.has(name) {
+			set = name
+		}
+	}
+	switch {
+	case set == "":
+		return nil
+	case !tlsOn:
+		l.problem(set, "set, but %s is not true; a client certificate needs TLS", KafkaTLS)
+		return nil
+	case certPEM == "" && l.has(KafkaTLSCertPEM), keyPEM == "" && l.has(KafkaTLSKeyPEM), password == "" && l.has(KafkaTLSKeyPassword):
+		return nil // an unresolved Key Vault reference, reported already
+	case certPEM == "" && keyPEM == "":
+		l.problem(KafkaTLSKeyPassword, "set, but %s is not; the password decrypts that key", KafkaTLSKeyPEM)
+		return nil
+	}
+	c, err := ParseClientCertificate(certPEM, keyPEM, password, time.Now(), SettingNames)
+	if err != nil {
+		var ce *CertError
+		if errors.As(err, &ce) {
+			l.problem(ce.Setting, "%s", ce.Message)
+		} else {
+			l.problem(KafkaTLSKeyPEM, "cannot be used") // never reached: every error is a CertError
+		}
+		return nil
+	}
+	return c
+}
+
+// pemValue accepts PEM whose line breaks were written as the two characters
+// \n (a common way to put PEM in a one-line app setting).
+func pemValue(v string) string {
+	if !strings.Contains(v, "\n") && strings.Contains(v, `\n`) {
+		return strings.ReplaceAll(v, `\n`, "\n")
+	}
+	return v
 }
 
 func (l *loader) text(name, def string) string {
@@ -386,7 +437,8 @@ func ParseSize(s string) (int64, error) {
 
 // KafkaTLSConfig returns the TLS configuration for Kafka, or nil for
 // plaintext. Certificates are verified against the system roots, or the
-// given CA, unless KAFKA_TLS_INSECURE_SKIP_VERIFY is true.
+// given CA, unless KAFKA_TLS_INSECURE_SKIP_VERIFY is true. A client
+// certificate, when set, is presented to brokers that ask for one.
 func (s Settings) KafkaTLSConfig() (*tls.Config, error) {
 	if !s.KafkaTLS {
 		return nil, nil
@@ -399,6 +451,9 @@ func (s Settings) KafkaTLSConfig() (*tls.Config, error) {
 		}
 		cfg.RootCAs = pool
 	}
+	if s.KafkaClientCert != nil {
+		s.KafkaClientCert.Apply(cfg)
+	}
 	return cfg, nil
 }
 
@@ -410,6 +465,10 @@ func (s Settings) Summary() map[string]string {
 			return ""
 		}
 		return "(set, redacted)"
+	}
+	clientCert, clientKey := "", ""
+	if s.KafkaClientCert != nil {
+		clientCert, clientKey = s.KafkaClientCert.String(), "set"
 	}
 	eventHubs := "managed identity"
 	if s.EventHubsConnectionString != "" {
@@ -426,6 +485,8 @@ func (s Settings) Summary() map[string]string {
 		KafkaSASLPassword:     redact(s.SASL.Password),
 		KafkaTLS:              strconv.FormatBool(s.KafkaTLS),
 		KafkaTLSSkipVerify:    strconv.FormatBool(s.KafkaTLSSkipVerify),
+		KafkaTLSCertPEM:       clientCert,
+		KafkaTLSKeyPEM:        redact(clientKey),
 		"eventhubs.auth":      eventHubs,
 		EventHubsNamespace:    s.EventHubsNamespace,
 		EventHubsClientID:     s.EventHubsClientID,
@@ -450,12 +511,27 @@ func orNone(s string) string {
 }
 
 // Secrets returns the secret values present in the environment, so callers
-// can check that none leaks into output.
+// can keep them out of output. For a PEM private key it also returns the
+// key with its line breaks as \n (the form it takes in quoted text) and
+// each line of its base64 body, so that no part of the key shows either.
 func Secrets(getenv func(string) string) []string {
 	var out []string
 	for _, name := range secretSettings {
-		if v := getenv(name); v != "" {
-			out = append(out, v)
+		v := getenv(name)
+		if v == "" {
+			continue
+		}
+		out = append(out, v)
+		if name != KafkaTLSKeyPEM {
+			continue
+		}
+		v = pemValue(strings.TrimSpace(v))
+		out = append(out, v, strings.ReplaceAll(v, "\n", `\n`), strings.ReplaceAll(v, "\n", "\r\n"))
+		for _, line := range strings.Split(v, "\n") {
+			line = strings.TrimSpace(line)
+			if len(line) >= 16 && !strings.HasPrefix(line, "-----") && !strings.Contains(line, ":") {
+				out = append(out, line)
+			}
 		}
 	}
 	return out

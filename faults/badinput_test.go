@@ -46,10 +46,12 @@ type settingCase struct {
 }
 
 // settingCases is a representative set, at least one per setting family:
-// Kafka connection, topics, start offset, SASL, TLS, Event Hubs (key and
+// Kafka connection, topics, start offset, SASL, TLS (client certificates
+// too), Event Hubs (key and
 // identity), schedule, drain bounds, mapping, policies, catch-up.
 func settingCases() []settingCase {
 	kv := "@Microsoft.KeyVault(SecretUri=https://kv-ehmirror.vault.azure.net/secrets/kafka-sasl-password)"
+	clientKey := "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n"
 	sasl := func(extra map[string]string) map[string]string {
 		m := map[string]string{config.KafkaSASLMechanism: "plain", config.KafkaSASLUsername: "mirror", config.KafkaSASLPassword: "pw"}
 		for k, v := range extra {
@@ -73,6 +75,9 @@ func settingCases() []settingCase {
 		{name: "TLS not a boolean", set: map[string]string{config.KafkaTLS: "sometimes"}, setting: config.KafkaTLS, says: "not a boolean"},
 		{name: "TLS CA not PEM", set: map[string]string{config.KafkaTLS: "true", config.KafkaTLSCAPEM: "not a certificate"}, setting: config.KafkaTLSCAPEM, says: "no PEM certificate"},
 		{name: "TLS CA without TLS", set: map[string]string{config.KafkaTLSCAPEM: "-----BEGIN CERTIFICATE-----"}, setting: config.KafkaTLSCAPEM, says: "is not true"},
+		{name: "client certificate without TLS", set: map[string]string{config.KafkaTLSCertPEM: "-----BEGIN CERTIFICATE-----", config.KafkaTLSKeyPEM: clientKey}, setting: config.KafkaTLSCertPEM, says: "is not true"},
+		{name: "client certificate not PEM", set: map[string]string{config.KafkaTLS: "true", config.KafkaTLSCertPEM: "not a certificate", config.KafkaTLSKeyPEM: clientKey}, setting: config.KafkaTLSCertPEM, says: "no PEM certificate"},
+		{name: "client key without certificate", set: map[string]string{config.KafkaTLS: "true", config.KafkaTLSKeyPEM: clientKey}, setting: config.KafkaTLSCertPEM, says: "missing"},
 		{name: "TLS skip-verify not a boolean", set: map[string]string{config.KafkaTLSSkipVerify: "maybe"}, setting: config.KafkaTLSSkipVerify, says: "not a boolean"},
 		{name: "Event Hubs missing", set: map[string]string{config.EventHubsConnection: unset}, setting: config.EventHubsNamespace, says: "missing"},
 		{name: "Event Hubs empty", set: map[string]string{config.EventHubsConnection: ""}, setting: config.EventHubsNamespace, says: "missing"},

@@ -29,6 +29,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/internal/testpki"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -48,8 +49,8 @@ func randomHex(t testing.TB, n int) string {
 }
 
 // secretForms returns the ways a secret could be written out: as is, JSON-
-// and Go-quoted (escaped characters), URL-encoded, and for a connection
-// string its SharedAccessKey on its own.
+// and Go-quoted (escaped characters), URL-encoded, for a connection string
+// its SharedAccessKey on its own, and for a PEM key each line of its body.
 func secretForms(secret string) []string {
 	forms := []string{secret}
 	if b, err := json.Marshal(secret); err == nil {
@@ -57,6 +58,15 @@ func secretForms(secret string) []string {
 	}
 	q := strconv.Quote(secret)
 	forms = append(forms, q[1:len(q)-1], url.QueryEscape(secret))
+	// A PEM private key: each line of its base64 body on its own, so that
+	// part of a key counts too.
+	if strings.Contains(secret, "PRIVATE KEY-----") {
+		for _, line := range strings.Split(secret, "\n") {
+			if line = strings.TrimSpace(line); len(line) >= 16 && !strings.HasPrefix(line, "-----") && !strings.Contains(line, ":") {
+				forms = append(forms, line)
+			}
+		}
+	}
 	for _, part := range strings.Split(secret, ";") {
 		if k, v, ok := strings.Cut(part, "="); ok && strings.EqualFold(k, "SharedAccessKey") {
 			forms = append(forms, secretForms(v)...)
@@ -83,8 +93,9 @@ func leaks(text string, secrets map[string]string) []string {
 // and the emulator with its own shared access key, both secrets holding
 // characters that JSON and log quoting escape, and exercises every path
 // that writes: timer drains, a catch-up, the status page, malformed
-// payloads and bodies, a setting problem, a wrong Kafka password and a
-// wrong Event Hubs key (their errors). No secret, current or wrong, appears
+// payloads and bodies, a setting problem, a wrong Kafka password, a wrong
+// Event Hubs key (their errors) and a TLS client key (encrypted, with its
+// password) that does not match its certificate. No secret, current or wrong, appears
 // in any captured stdout, stderr, invocation response, HTTP body or drain
 // report. The HTTP functions answer 401 without a valid function key and
 // do nothing; the admin API wants the master key.
@@ -191,10 +202,18 @@ func TestSecretsAndKeys(t *testing.T) {
 	badKafka := e.startHandler("wrong-password", map[string]string{config.KafkaSASLMechanism: "plain", config.KafkaSASLUsername: user, config.KafkaSASLPassword: wrongPassword})
 	badEH := e.startHandler("wrong-key", map[string]string{config.KafkaSASLMechanism: "plain", config.KafkaSASLUsername: user, config.KafkaSASLPassword: password, config.EventHubsConnection: wrongConn})
 	problem := e.startHandler("problem", map[string]string{config.KafkaSASLMechanism: "plain", config.KafkaSASLUsername: user, config.KafkaSASLPassword: password, config.MirrorPartitioning: "random"})
+	// A client certificate key (encrypted, with its password) that does
+	// not match the certificate: a setting problem whose line must not
+	// show the key.
+	clientKey, clientKeyPassword, _ := encryptedTestKey(t)
+	secrets["Kafka TLS client key"] = clientKey
+	secrets["Kafka TLS client key password"] = clientKeyPassword
+	badCert := e.startHandler("client-key", map[string]string{config.KafkaSASLMechanism: "plain", config.KafkaSASLUsername: user, config.KafkaSASLPassword: password,
+		config.KafkaTLS: "true", config.KafkaTLSCertPEM: string(testpki.NewCA(t, "CA").Client(t, "mirror").CertPEM), config.KafkaTLSKeyPEM: clientKey, config.KafkaTLSKeyPassword: clientKeyPassword})
 	for _, c := range []struct {
 		h    *handler
 		says string
-	}{{badKafka, "SASL"}, {badEH, "nauthorized"}, {problem, config.MirrorPartitioning}} {
+	}{{badKafka, "SASL"}, {badEH, "nauthorized"}, {problem, config.MirrorPartitioning}, {badCert, config.KafkaTLSKeyPEM + ": does not match"}} {
 		res, err := c.h.invokeTimer(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -209,12 +228,12 @@ func TestSecretsAndKeys(t *testing.T) {
 	}
 
 	// Stopped, every line each process wrote has been read.
-	for _, hh := range []*handler{h, badKafka, badEH, problem} {
+	for _, hh := range []*handler{h, badKafka, badEH, problem, badCert} {
 		if err := hh.host.Stop(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, hh := range []*handler{h, badKafka, badEH, problem} {
+	for _, hh := range []*handler{h, badKafka, badEH, problem, badCert} {
 		if found := leaks(hh.everything(), secrets); len(found) > 0 {
 			t.Errorf("handler %s: secrets in its output or answers: %v", hh.name, found)
 		}
@@ -226,10 +245,10 @@ func TestSecretsAndKeys(t *testing.T) {
 	v := e.verify(expectation{Records: recs})
 	e.assert(f, v)
 	var searched int
-	for _, hh := range []*handler{h, badKafka, badEH, problem} {
+	for _, hh := range []*handler{h, badKafka, badEH, problem, badCert} {
 		searched += len(hh.everything())
 	}
-	f.note("%d secrets searched in %d bytes of output, answers and reports of 4 handler processes: none found; 5 requests without a valid key refused with 401", len(secrets), searched)
+	f.note("%d secrets searched in %d bytes of output, answers and reports of 5 handler processes: none found; 5 requests without a valid key refused with 401", len(secrets), searched)
 }
 
 // selfSigned returns a self-signed certificate for 127.0.0.1 and its PEM.

@@ -73,6 +73,8 @@ locals {
     },
     # KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_TLS_CA_PEM
     local.kafka_secret_references,
+    # KAFKA_TLS_CERT_PEM, KAFKA_TLS_KEY_PEM, KAFKA_TLS_KEY_PASSWORD (kafka_tls.tf)
+    local.kafka_tls_client_secret_references,
   )
 }
 

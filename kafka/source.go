@@ -171,7 +171,7 @@ func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
 	}
 	parts, err := s.readPartitions(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: list topics: %w", err)
+		return nil, fmt.Errorf("kafka: list topics: %w", explainTLSAlert(err))
 	}
 	type tpKey struct {
 		topic string
@@ -273,6 +273,23 @@ func (s *Source) dialAny(ctx context.Context) (*kafkago.Conn, error) {
 		}
 	}
 	return nil, errors.Join(errs...)
+}
+
+// explainTLSAlert adds what a broker's TLS alert about the client's
+// certificate means; other errors are returned as they are. (crypto/tls
+// reports a peer's alert as a *net.OpError "remote error" around an
+// unexported alert type, so the alert is recognised by its text.)
+func explainTLSAlert(err error) error {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return err
+	}
+	switch op.Err.Error() {
+	case "tls: bad certificate", "tls: unsupported certificate", "tls: revoked certificate", "tls: expired certificate",
+		"tls: unknown certificate", "tls: unknown certificate authority", "tls: access denied", "tls: certificate required":
+		return fmt.Errorf("%w (the broker refused this client's TLS certificate: none was sent, or it is expired or not signed by a CA the broker trusts)", err)
+	}
+	return err
 }
 
 // refreshMetadata drops the Transport's connection pools so that the next

@@ -5,6 +5,7 @@ import (
 
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,41 @@ type options struct {
 	root string
 	// terminal enables in-place progress lines.
 	terminal bool
+	// mtls, when set, makes Kafka require a client certificate, and the
+	// producer, the handler and the verifier present one.
+	mtls *mutualTLS
+}
+
+// mutualTLS is Kafka with mutual TLS: the broker's TLS configuration (it
+// requires and verifies client certificates) and what the clients need, in
+// PEM.
+type mutualTLS struct {
+	Broker      *tls.Config
+	CAPEM       []byte // the broker certificate's CA
+	CertPEM     []byte // the client certificate
+	KeyPEM      []byte // its key, encrypted when KeyPassword is set
+	KeyPassword string
+}
+
+// kafkaConn is how the demo's producer and verifier reach Kafka: the
+// cluster's addresses and, with mutual TLS, the files written to dir.
+func (o options) kafkaConn(brokers []string, dir string) (kafkaconn.Config, error) {
+	c := kafkaconn.Config{Brokers: brokers}
+	if o.mtls == nil {
+		return c, nil
+	}
+	c.TLS, c.KeyPassword = true, o.mtls.KeyPassword
+	for _, f := range []struct {
+		path *string
+		name string
+		pem  []byte
+	}{{&c.CAFile, "ca.pem", o.mtls.CAPEM}, {&c.CertFile, "client.pem", o.mtls.CertPEM}, {&c.KeyFile, "client.key", o.mtls.KeyPEM}} {
+		*f.path = filepath.Join(dir, f.name)
+		if err := os.WriteFile(*f.path, f.pem, 0o600); err != nil {
+			return c, fmt.Errorf("writing %s: %w", f.name, err)
+		}
+	}
+	return c, c.Validate()
 }
 
 // stuckRuns is how many timer runs in a row may leave the lag where it was
@@ -101,16 +137,27 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 
 	topics := randmsg.TopicNames(randmsg.DefaultTopicBase, randmsg.DefaultTopics)
 	p.step(1, "Starting Kafka (kfake) and the Event Hubs emulator")
-	loc, err := startLocal(ctx, topics, o.partitions)
+	var kopts []kfake.Opt
+	if o.mtls != nil {
+		kopts = append(kopts, kfake.TLS(o.mtls.Broker))
+	}
+	loc, err := startLocal(ctx, topics, o.partitions, kopts...)
 	if err != nil {
 		return nil, err
 	}
 	defer loc.close()
+	conn, err := o.kafkaConn(loc.kafka.ListenAddrs(), work)
+	if err != nil {
+		return nil, err
+	}
+	if o.mtls != nil {
+		p.line("      Kafka requires TLS client certificates (mutual TLS); producer, handler and verifier present one")
+	}
 	p.line("      Kafka        %s  topics %s..%s, %d partitions each", loc.brokers(), topics[0], topics[len(topics)-1], o.partitions)
 	p.line("      Event Hubs   %s  hubs   %s..%s, %d partitions each", loc.hubs.Addr(), topics[0], topics[len(topics)-1], o.partitions)
 
 	p.step(2, fmt.Sprintf("Producing %d messages the seed's way (random topic; every 2nd keyed with one of 100 keys, every 4th with headers)", o.count))
-	res, err := randmsg.Produce(ctx, kafkaconn.Config{Brokers: loc.kafka.ListenAddrs()}, randmsg.Options{
+	res, err := randmsg.Produce(ctx, conn, randmsg.Options{
 		Count: o.count, Keys: 100, KeyEvery: 2, Headers: true, HeaderEvery: 4, Seed: o.seed,
 		Out: out, EchoLimit: 5,
 		Progress: func(n int) { p.progress("      produced %d/%d", n, o.count) },
@@ -135,6 +182,13 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 	settings[config.KafkaBrokers] = loc.brokers()
 	settings[config.EventHubsConnection] = loc.hubs.ConnectionString()
 	settings[config.MirrorMaxRecords] = strconv.Itoa(o.maxRecords)
+	if o.mtls != nil {
+		settings[config.KafkaTLS] = "true"
+		settings[config.KafkaTLSCAPEM] = string(o.mtls.CAPEM)
+		settings[config.KafkaTLSCertPEM] = string(o.mtls.CertPEM)
+		settings[config.KafkaTLSKeyPEM] = string(o.mtls.KeyPEM)
+		settings[config.KafkaTLSKeyPassword] = o.mtls.KeyPassword
+	}
 	p.step(4, "Starting the handler through the local Functions host")
 	p.line("      app settings: local.settings.json.example with KAFKA_BROKERS=%s, EVENTHUBS=<the emulator>,", loc.brokers())
 	p.line("      MIRROR_MAX_RECORDS=%d (so that one timer run mirrors at most %d records)", o.maxRecords, o.maxRecords)
@@ -153,7 +207,7 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 	}
 
 	p.step(6, "Verifying through the Event Hubs SDK (every record against every event, by provenance)")
-	rep, err := verifyCopy(ctx, loc, settings, p)
+	rep, err := verifyCopy(ctx, loc, conn, settings, p)
 	if err != nil {
 		return nil, err
 	}
@@ -253,13 +307,13 @@ func catchUp(ctx context.Context, a *app, p *printer) error {
 
 // verifyCopy runs the verifier with the app's settings and asks for zero
 // duplicates and zero lag.
-func verifyCopy(ctx context.Context, loc *local, settings map[string]string, p *printer) (*verify.Report, error) {
+func verifyCopy(ctx context.Context, loc *local, conn kafkaconn.Config, settings map[string]string, p *printer) (*verify.Report, error) {
 	s, problems := config.Load(func(name string) string { return settings[name] })
 	if len(problems) > 0 {
 		return nil, problems
 	}
 	return verify.Run(ctx, verify.Config{
-		Kafka:            kafkaconn.Config{Brokers: loc.kafka.ListenAddrs()},
+		Kafka:            conn,
 		EventHubs:        verify.EventHubs{ConnectionString: loc.hubs.ConnectionString()},
 		Topics:           s.Topics,
 		Routes:           s.Routes,
@@ -284,8 +338,8 @@ type local struct {
 	hubs  *emulator.Server
 }
 
-func startLocal(ctx context.Context, topics []string, partitions int) (*local, error) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topics...))
+func startLocal(ctx context.Context, topics []string, partitions int, kopts ...kfake.Opt) (*local, error) {
+	kc, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topics...)}, kopts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("starting Kafka: %w", err)
 	}

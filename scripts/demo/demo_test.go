@@ -72,7 +72,7 @@ func TestVerifyStepFailsOnAnUnmirroredCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	rep, err := verifyCopy(ctx, loc, settings, &printer{w: &out})
+	rep, err := verifyCopy(ctx, loc, kafkaconn.Config{Brokers: loc.kafka.ListenAddrs()}, settings, &printer{w: &out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,10 @@
 //
 //	go run ./scripts/produce -brokers 127.0.0.1:9092 -count 10000
 //	go run ./scripts/produce -brokers host:9093 -tls -sasl scram-sha-512 -user me -keys 100 -headers -quiet
+//	go run ./scripts/produce -brokers host:9093 -tls -ca-file ca.pem -cert-file client.pem -key-file client.key
 //
-// The SASL password is read from $KAFKA_SASL_PASSWORD. It exits non-zero
+// The SASL password is read from $KAFKA_SASL_PASSWORD, the password of an
+// encrypted client key from $KAFKA_TLS_KEY_PASSWORD. It exits non-zero
 // with a one-line error on failure.
 package main
 

@@ -5,11 +5,13 @@
 //
 //	EVENTHUBS='Endpoint=sb://…' go run ./scripts/verify -brokers 127.0.0.1:9092
 //	go run ./scripts/verify -brokers host:9093 -tls -sasl scram-sha-512 -user me -namespace myns.servicebus.windows.net
+//	go run ./scripts/verify -brokers host:9093 -tls -ca-file ca.pem -cert-file client.pem -key-file client.key
 //
 // Event Hubs is reached with the connection string in $EVENTHUBS, or with
 // -namespace and Microsoft Entra ID (DefaultAzureCredential: az login, a
 // managed identity, or the AZURE_* environment). The Kafka SASL password is
-// read from $KAFKA_SASL_PASSWORD.
+// read from $KAFKA_SASL_PASSWORD, the password of an encrypted client key
+// (-key-file, mutual TLS) from $KAFKA_TLS_KEY_PASSWORD.
 //
 // Exit status: 0 when nothing is missing, mismatched, out of order or
 // misrouted (duplicates and lag pass unless -fail-on-duplicates or
