@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/funchost"
 )
 
@@ -20,6 +21,7 @@ import (
 func TestOperating(t *testing.T) {
 	app := buildApp(t)
 	t.Run("wrong Event Hubs key: status ok false with the reason", func(t *testing.T) { testWrongEventHubsKey(t, app) })
+	t.Run("throttling that outlasts a drain: ok false, cleared by a clean drain", func(t *testing.T) { testThrottled(t, app) })
 	t.Run("catch-up drains are logged like timer drains", func(t *testing.T) { testCatchUpLogs(t, app) })
 	t.Run("a catch-up body over 1 MiB gets 413 through res", func(t *testing.T) { testBodyTooLarge(t, app) })
 	t.Run("offset reset: dry run, apply, bad input, refused while draining", func(t *testing.T) { testOffsets(t, app) })
@@ -369,5 +371,33 @@ func testPauseResume(t *testing.T, app string) {
 	}
 	if !strings.Contains(out.String(), `msg="topic paused" topic=prod.test1 by="key default (bob)"`) || !strings.Contains(out.String(), `msg="topic resumed" topic=prod.test1`) {
 		t.Errorf("pause and resume not logged:\n%s", out)
+	}
+}
+
+func testThrottled(t *testing.T, app string) {
+	w := newWorld(t)
+	w.produce(t, 100)
+	settings := w.settings()
+	settings["MIRROR_MAX_DURATION"] = "2s"
+	out := &capture{}
+	h, front := startHost(t, app, settings, out)
+	key := h.Keys().DefaultKey()
+	ctx := context.Background()
+	w.emu.Faults().RejectFraction(1, emulator.ConditionServerBusy)
+	if res, err := h.InvokeTimer(ctx, "MirrorTimer", funchost.TimerInvocation{}); err != nil || res.Succeeded() {
+		t.Fatalf("timer while Event Hubs is busy: %v %+v", err, res)
+	}
+	_, st, raw := call(t, "GET", front.URL+"/api/status?code="+key, "")
+	reason, _ := st["reason"].(string)
+	if st["ok"] != false || !strings.Contains(reason, ": throttled: ") {
+		t.Fatalf("status after a throttled drain: %s", raw)
+	}
+	t.Logf("reason: %s", reason)
+	w.emu.Faults().Reset()
+	if res, err := h.InvokeTimer(ctx, "MirrorTimer", funchost.TimerInvocation{}); err != nil || !res.Succeeded() {
+		t.Fatalf("timer after the fault: %v %+v", err, res)
+	}
+	if _, st, raw := call(t, "GET", front.URL+"/api/status?code="+key, ""); st["ok"] != true || totalLag(t, st) != 0 {
+		t.Errorf("status after a clean drain: %s", raw)
 	}
 }
