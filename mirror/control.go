@@ -142,6 +142,39 @@ func (m *Mirror) mirroredTopic(ctx context.Context, field, name string) (Topic, 
 	return Topic{}, inputErr(field, "unknown topic %q: not a mirrored Kafka topic (see KAFKA_TOPICS_INCLUDE and KAFKA_TOPICS_EXCLUDE)", name)
 }
 
+// pauseRefreshInterval is how often a process re-writes the pause records
+// it sees. Kafka expires the offsets of a group without members
+// offsets.retention.minutes (7 days by default) after their last commit;
+// re-writing them keeps a long pause from ending by itself.
+const pauseRefreshInterval = time.Hour
+
+// refreshPauses re-writes the records of paused topics, unchanged, at most
+// once per pauseRefreshInterval per process. Failures are logged: the
+// records stay valid for days.
+func (m *Mirror) refreshPauses(ctx context.Context, pauses map[string]Pause) {
+	if len(pauses) == 0 {
+		return
+	}
+	m.mu.Lock()
+	due := time.Since(m.pausesRefreshed) >= pauseRefreshInterval
+	if due {
+		m.pausesRefreshed = time.Now()
+	}
+	m.mu.Unlock()
+	if !due {
+		return
+	}
+	for topic, p := range pauses {
+		raw, err := json.Marshal(pauseRecord{V: pauseRecordVersion, Paused: true, By: p.By, At: p.At, Reason: p.Reason})
+		if err == nil {
+			err = m.opts.Control.WriteControlRecord(ctx, topic, string(raw))
+		}
+		if err != nil {
+			m.opts.Logger.WarnContext(ctx, "re-writing a pause record", "topic", topic, "err", err)
+		}
+	}
+}
+
 // dropPaused removes paused topics from topics and returns their names.
 func (m *Mirror) dropPaused(ctx context.Context, topics []Topic) (kept []Topic, paused []string, err error) {
 	if m.opts.Control == nil {
@@ -155,6 +188,7 @@ func (m *Mirror) dropPaused(ctx context.Context, topics []Topic) (kept []Topic, 
 	if err != nil {
 		return nil, nil, err
 	}
+	m.refreshPauses(ctx, pauses)
 	for _, t := range topics {
 		if _, ok := pauses[t.Name]; ok {
 			paused = append(paused, t.Name)
