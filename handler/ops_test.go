@@ -110,6 +110,13 @@ func testCatchUpLogs(t *testing.T, app string) {
 	if code, st, raw := call(t, "GET", front.URL+"/api/status?code="+key, ""); code != http.StatusOK || st["ok"] != true {
 		t.Errorf("status after a clean catch-up: %d %s", code, raw)
 	}
+	ended := regexp.MustCompile(`level=INFO msg="catch-up ended" run="catch-up ` + id + `" trigger=catchup state="caught up" drains=\d+ records=500 lag=0`)
+	for deadline := time.Now().Add(5 * time.Second); !ended.MatchString(out.String()) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // the run logs its end just after its state changes
+	}
+	if !regexp.MustCompile(`msg="catch-up started" run="catch-up ` + id + `" trigger=catchup`).MatchString(out.String()) || !ended.MatchString(out.String()) {
+		t.Errorf("catch-up start and end not logged:\n%s", out)
+	}
 }
 
 // waitCaughtUp polls a catch-up's status URL until the run is caught up.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -198,6 +199,17 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 		s.mu.Unlock()
 	}()
 	run := "catch-up " + c.snapshot().ID
+	logger := s.mirror.opts.Logger
+	logger.Info("catch-up started", "run", run, "trigger", TriggerCatchUp, "topics", req.TopicsPattern, "max_duration", req.MaxDuration.String())
+	defer func() {
+		st := c.snapshot()
+		level := slog.LevelInfo
+		if st.State != CatchUpCaughtUp {
+			level = slog.LevelWarn
+		}
+		logger.Log(context.Background(), level, "catch-up ended", "run", run, "trigger", TriggerCatchUp, "state", st.State,
+			"drains", st.Drains, "records", st.Records, "lag", st.Lag, "duration_ms", time.Since(st.Started).Milliseconds(), "last_error", st.LastError)
+	}()
 	limits := s.limits
 	limits.Topics = req.Topics
 	backoff := s.mirror.opts.RetryBackoff
