@@ -114,7 +114,7 @@ func testCatchUpLogs(t *testing.T, app string) {
 	for deadline := time.Now().Add(5 * time.Second); !ended.MatchString(out.String()) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond) // the run logs its end just after its state changes
 	}
-	if !regexp.MustCompile(`msg="catch-up started" run="catch-up ` + id + `" trigger=catchup`).MatchString(out.String()) || !ended.MatchString(out.String()) {
+	if !regexp.MustCompile(`msg="catch-up started" run="catch-up `+id+`" trigger=catchup`).MatchString(out.String()) || !ended.MatchString(out.String()) {
 		t.Errorf("catch-up start and end not logged:\n%s", out)
 	}
 }
