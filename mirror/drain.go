@@ -284,7 +284,7 @@ func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
 		if policy == GapFail {
 			ps.begin(committed, wm.End)
 			ps.lagBefore = wm.End - committed
-			ps.fail(fmt.Errorf("%w: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", errGap, gap, committed, wm.Start-1))
+			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", gap, committed, wm.Start-1))
 			return
 		}
 		d.logger.WarnContext(context.Background(), "records lost to retention before they were mirrored; resuming at the earliest record",
@@ -293,7 +293,7 @@ func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
 	case committed > wm.End:
 		if policy == GapFail {
 			ps.begin(committed, wm.End)
-			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d): %w", committed, wm.End, wm.Start, errGap))
+			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d)", committed, wm.End, wm.Start))
 			return
 		}
 		d.logger.WarnContext(context.Background(), "committed offset beyond the log end; restarting at the earliest record",
@@ -465,9 +465,9 @@ func (d *drain) outOfRange(ctx context.Context, ps *partitionState, offset int64
 			ps.mu.Lock()
 			ps.gap += wm.Start - offset
 			ps.mu.Unlock()
-			ps.fail(fmt.Errorf("%w: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced past them", errGap, wm.Start-offset, offset, wm.Start-1))
+			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced past them", wm.Start-offset, offset, wm.Start-1))
 		} else {
-			ps.fail(fmt.Errorf("offset %d is beyond the log end %d (topic recreated or truncated): %w", offset, wm.End, errGap))
+			ps.fail(fmt.Errorf("offset %d is beyond the log end %d (topic recreated or truncated)", offset, wm.End))
 		}
 		return -1
 	}
@@ -629,10 +629,7 @@ func (d *drain) report(ctx context.Context) {
 		}
 		pr.LagAfter = max(end-from, 0)
 		if ps.err != nil {
-			pr.Error, pr.Kind = ps.err.Error(), errorKind(ps.err)
-			if ps.changedLog {
-				pr.Kind = KindRecreated
-			}
+			pr.Error, pr.Kind = ps.err.Error(), partitionKind(ps)
 		}
 		ps.mu.Unlock()
 		if pr.LagAfter > 0 {

@@ -115,15 +115,20 @@ func errorKind(err error) string {
 		return KindThrottled
 	case errors.Is(err, ErrEventTooLarge):
 		return KindOversized
-	case errors.Is(err, errGap):
-		return KindGap
 	}
 	return KindError
 }
 
-// errGap marks partition errors about records removed by retention, or a
-// committed offset beyond the log end.
-var errGap = errors.New("gap")
+// partitionKind classifies the error of a partition; ps.mu is held.
+func partitionKind(ps *partitionState) string {
+	switch {
+	case ps.changedLog:
+		return KindRecreated
+	case ps.gap > 0 && errorKind(ps.err) == KindError:
+		return KindGap
+	}
+	return errorKind(ps.err)
+}
 
 // Failed reports whether some records could not be mirrored: a partition or
 // topic error, or a drain-level error. Skipped records and busy partitions
