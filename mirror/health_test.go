@@ -1,6 +1,8 @@
 package mirror
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +53,21 @@ func TestHealthLastOutcome(t *testing.T) {
 		HubErrors: []HubError{{Topic: "x", Hub: "hx", Kind: KindHubMissing, Error: "nope"}}})
 	if s := h.snapshot(); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
 		t.Fatalf("hub problem: %+v", s)
+	}
+}
+
+func TestPartitionKind(t *testing.T) {
+	ps := newPartitionState(TopicPartition{Topic: "t"}, "h", 0)
+	ps.err = fmt.Errorf("sending: %w", ErrThrottled)
+	if k := partitionKind(ps); k != KindThrottled {
+		t.Errorf("throttled: %q", k)
+	}
+	ps.err, ps.gap = errors.New("gap: 3 records were removed by retention"), 3
+	if k := partitionKind(ps); k != KindGap {
+		t.Errorf("gap: %q", k)
+	}
+	ps.changedLog = true
+	if k := partitionKind(ps); k != KindRecreated {
+		t.Errorf("recreated: %q", k)
 	}
 }
