@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Mirror copies records from Kafka into Event Hubs in bounded drains. It is
@@ -21,6 +22,8 @@ type Mirror struct {
 
 	mu   sync.Mutex
 	held map[TopicPartition]string // partition -> name of the drain holding it
+	// pausesRefreshed is when this process last re-wrote the pause records.
+	pausesRefreshed time.Time
 }
 
 // New returns a Mirror reading from source and publishing to sink.
