@@ -444,11 +444,14 @@ func TestConcurrentDrainsNeverRegress(t *testing.T) {
 	}
 	drains.Wait()
 	stopProducing()
-	// Finish: one drain alone catches everything up.
-	for range 5 {
-		if rep := e.drain(a, mirror.Limits{}); rep.CaughtUp() && rep.LagAfter == 0 {
+	// Finish: drains of one process catch everything up once b's idle
+	// member has left (after its idle grace).
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		e.drain(a, mirror.Limits{})
+		if lag, err := a.Lag(ctx, nil); err == nil && lag.Total == 0 {
 			break
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	cancel()
 	wg.Wait()

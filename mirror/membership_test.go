@@ -1,0 +1,115 @@
+package mirror_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// groupRequests counts the group requests kfake receives.
+type groupRequests struct{ join, sync, leave atomic.Int64 }
+
+func (e *env) countGroupRequests() *groupRequests {
+	g := &groupRequests{}
+	for key, n := range map[int16]*atomic.Int64{
+		int16(kmsg.JoinGroup): &g.join, int16(kmsg.SyncGroup): &g.sync, int16(kmsg.LeaveGroup): &g.leave,
+	} {
+		e.cluster.ControlKey(key, func(kmsg.Request) (kmsg.Response, error, bool) {
+			e.cluster.KeepControl()
+			n.Add(1)
+			return nil, nil, false
+		})
+	}
+	return g
+}
+
+// TestTimerAndCatchUpShareOneMembership: a timer drain that starts while a
+// catch-up of the same process is draining works on what the catch-up does
+// not hold instead of joining the group again: the group never rebalances
+// (one SyncGroup: one member, one generation), nothing is sent twice, and
+// the member leaves the group after its idle grace.
+func TestTimerAndCatchUpShareOneMembership(t *testing.T) {
+	e := newEnv(t)
+	var recs []*kgo.Record
+	for i := range 20_000 {
+		recs = append(recs, &kgo.Record{Topic: seedTopics[i%5], Partition: int32(i / 5 % 4), Value: fmt.Appendf(nil, "%d", i)})
+	}
+	e.produce(recs...)
+	reqs := e.countGroupRequests()
+	m := e.newMirror(mirror.Options{})
+	lim := mirror.Limits{MaxDuration: 5 * time.Second, MaxRecords: 1500}
+	svc := mirror.NewService(m, lim)
+	defer svc.Close()
+
+	st, started, err := svc.StartCatchUp(mirror.CatchUpRequest{MaxDuration: time.Minute})
+	if err != nil || !started {
+		t.Fatalf("catch-up: %v %v", st, err)
+	}
+	// Timer drains while the catch-up runs.
+	var wg sync.WaitGroup
+	timerDrains := 0
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		cu, ok := svc.ActiveCatchUp()
+		if !ok {
+			break
+		}
+		if cu.Drains == 0 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		rep, err := svc.Drain(context.Background(), "timer")
+		if err != nil {
+			t.Fatalf("timer drain: %v", err)
+		}
+		timerDrains++
+		t.Logf("timer drain during catch-up: %s", rep.Summary())
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	cu := svc.CatchUps()[0]
+	if cu.State != mirror.CatchUpCaughtUp {
+		t.Fatalf("catch-up %+v", cu)
+	}
+	if timerDrains == 0 {
+		t.Fatal("no timer drain ran during the catch-up")
+	}
+	t.Logf("catch-up: %d drains; %d timer drains beside it; JoinGroup %d, SyncGroup %d, LeaveGroup %d",
+		cu.Drains, timerDrains, reqs.join.Load(), reqs.sync.Load(), reqs.leave.Load())
+	if n := reqs.sync.Load(); n != 1 {
+		t.Errorf("%d SyncGroup requests, want 1 (one member, one generation, no rebalance)", n)
+	}
+	dups := 0
+	for _, topic := range seedTopics {
+		for p, n := range e.tally(topic, 4) {
+			if n > 1 {
+				dups += n - 1
+				if dups < 5 {
+					t.Errorf("%s sent %d times", p, n)
+				}
+			}
+		}
+	}
+	if dups > 0 {
+		t.Errorf("%d duplicates, want none", dups)
+	}
+	if reqs.leave.Load() != 0 {
+		t.Errorf("member left right after the drains, want it kept for the idle grace")
+	}
+	// After the idle grace (kafka.DefaultIdleGrace, 5 s) the member leaves.
+	end := time.Now()
+	for reqs.leave.Load() == 0 && time.Since(end) < 10*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if reqs.leave.Load() != 1 {
+		t.Fatalf("member did not leave the group after its idle grace (%d LeaveGroup)", reqs.leave.Load())
+	}
+	t.Logf("member left %v after the last drain", time.Since(end).Round(10*time.Millisecond))
+}
