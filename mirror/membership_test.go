@@ -3,6 +3,7 @@ package mirror_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,4 +113,38 @@ func TestTimerAndCatchUpShareOneMembership(t *testing.T) {
 		t.Fatalf("member did not leave the group after its idle grace (%d LeaveGroup)", reqs.leave.Load())
 	}
 	t.Logf("member left %v after the last drain", time.Since(end).Round(10*time.Millisecond))
+}
+
+// TestStuckJoinDoesNotHangADrain: a drain whose JoinGroup or SyncGroup is
+// never answered gives up on the join within a third of its budget, reports
+// why, and the next drain mirrors everything once the coordinator answers.
+func TestStuckJoinDoesNotHangADrain(t *testing.T) {
+	for _, key := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup} {
+		t.Run(key.Name(), func(t *testing.T) {
+			e := newEnv(t)
+			e.produce(&kgo.Record{Topic: "prod.test1", Partition: 1, Value: []byte("x")})
+			var stuck atomic.Bool
+			stuck.Store(true)
+			e.cluster.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+				e.cluster.KeepControl()
+				return nil, nil, stuck.Load() // handled without an answer: dropped
+			})
+			m := e.newMirror(mirror.Options{})
+			start := time.Now()
+			rep, err := m.Drain(context.Background(), "stuck", mirror.Limits{MaxDuration: 9 * time.Second})
+			took := time.Since(start)
+			t.Logf("drain with a dropped %s: %v after %v", key.Name(), err, took.Round(time.Millisecond))
+			if err == nil || !strings.Contains(err.Error(), "join bound") || rep.Stopped != mirror.StopFailed {
+				t.Fatalf("drain: %v (%s), want a join bound failure", err, rep.Summary())
+			}
+			if took > 4*time.Second {
+				t.Fatalf("drain took %v of its 9 s budget, want about 3 s", took)
+			}
+			stuck.Store(false)
+			rep = e.drain(m, mirror.Limits{})
+			if rep.Records != 1 || rep.Failed() {
+				t.Fatalf("next drain: %v", rep.Lines())
+			}
+		})
+	}
 }
