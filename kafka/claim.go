@@ -73,7 +73,7 @@ func (c *claim) Commit(ctx context.Context, offsets map[mirror.TopicPartition]in
 	for tp, off := range offsets {
 		with[tp] = mirror.CommitOffset{Offset: off}
 	}
-	return c.commit(ctx, with)
+	return c.m.afterCommit(c.commit(ctx, with))
 }
 
 // CommitWithMetadata is Commit with metadata stored beside each offset.
@@ -81,7 +81,7 @@ func (c *claim) CommitWithMetadata(ctx context.Context, offsets map[mirror.Topic
 	if c.g.ended() {
 		return fmt.Errorf("kafka: commit group %q generation %d: %w", c.m.s.opts.Group, c.g.gen.ID, ErrClaimLost)
 	}
-	return c.commit(ctx, offsets)
+	return c.m.afterCommit(c.commit(ctx, offsets))
 }
 
 // commit sends the OffsetCommit without the local lost check (tests use it

@@ -395,7 +395,7 @@ func (m *membership) generationEnded(g *generation) {
 		}
 	}
 	idle := m.unusedLocked() && !m.closing
-	if idle && len(m.claims) > 0 {
+	if idle && len(m.claims) > 0 && !m.retired {
 		idle = false
 		m.startGraceLocked()
 	}
@@ -477,6 +477,25 @@ func (m *membership) release(ctx context.Context, c *claim) error {
 	m.startGraceLocked()
 	m.mu.Unlock()
 	return nil
+}
+
+// afterCommit retires the membership when a commit failed without a definite
+// outcome (anything but a fenced or locally refused commit): the broker may
+// still apply that request later, after a higher commit of a later claim on
+// the same generation. Retired, the member takes no new claim and leaves
+// when its claims are released, with no idle grace, so the coordinator
+// fences the late request. It returns err.
+func (m *membership) afterCommit(err error) error {
+	if err == nil || errors.Is(err, ErrClaimLost) {
+		return err
+	}
+	m.mu.Lock()
+	if !m.retired {
+		m.log.Debug("commit outcome unknown; the member leaves once its claims are released", "err", err)
+	}
+	m.retired = true
+	m.mu.Unlock()
+	return err
 }
 
 // leaveIfUnused shuts the membership down when no claim holds it and no

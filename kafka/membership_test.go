@@ -193,3 +193,51 @@ func TestJoinIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownCommitOutcomeEndsTheGeneration: after a commit whose outcome is
+// unknown (the coordinator never answered), the member takes no new claim
+// and leaves as soon as the claim is released, without the idle grace, so
+// the coordinator fences the late request; the next claim joins anew.
+func TestUnknownCommitOutcomeEndsTheGeneration(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	leaves := countRequests(c, kmsg.LeaveGroup)
+	var drop atomic.Bool
+	c.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, nil, drop.Load() // handled without an answer: dropped
+	})
+	s := newTestSource(t, c.ListenAddrs(), "g-unknown", func(o *Options) { o.IdleGrace = time.Minute })
+	ctx := ctxT(t, 20*time.Second)
+	cl, err := s.Claim(ctx, testTopics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := mirror.TopicPartition{Topic: testTopics[0], Partition: 0}
+	if err := cl.Commit(ctx, map[mirror.TopicPartition]int64{tp: 1}); err != nil {
+		t.Fatal(err)
+	}
+	drop.Store(true)
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	err = cl.Commit(cctx, map[mirror.TopicPartition]int64{tp: 2})
+	cancel()
+	if err == nil {
+		t.Fatal("commit without an answer succeeded")
+	}
+	drop.Store(false)
+	start := time.Now()
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := leaves.Load(); n != 1 {
+		t.Fatalf("%d LeaveGroup right after the release (%v), want 1: no idle grace after an unknown commit outcome", n, time.Since(start))
+	}
+	next, err := s.Claim(ctx, testTopics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Release(ctx)
+	if g0, g1 := cl.(*claim).g.gen, next.(*claim).g.gen; g0.MemberID == g1.MemberID {
+		t.Fatalf("next claim on the same member %s (generation %d, then %d)", g0.MemberID, g0.ID, g1.ID)
+	}
+}
