@@ -115,8 +115,8 @@ type membership struct {
 //
 // The wait for a generation is bounded by the join bound (see joinBound):
 // a JoinGroup or SyncGroup that does not complete within it fails the Claim,
-// and a membership nobody else waits for is abandoned (its connections
-// closed, so kafka-go's hung request ends) and leaves the group.
+// and a membership nobody else waits for is abandoned: it takes no claim
+// and leaves the group once kafka-go's join ends (see shutdown).
 //
 // kafka-go's ConsumerGroup rejoins by itself as soon as a generation ends
 // and then waits for someone to call Next; a goroutine per membership keeps
@@ -136,6 +136,15 @@ func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, erro
 	jctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 
+	// Members whose LeaveGroup failed during an outage would hold up a
+	// join until their session expires: leave on their behalf first.
+	s.mu.Lock()
+	unleft := len(s.unleft) > 0
+	s.mu.Unlock()
+	if unleft {
+		s.retryLeaves(jctx)
+	}
+
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -143,18 +152,6 @@ func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, erro
 	}
 	m, old, oldTopics := s.membershipFor(ts)
 	if m == nil {
-		if len(s.unleft) > 0 {
-			s.mu.Unlock()
-			s.retryLeaves(jctx)
-			s.mu.Lock()
-			if s.closed {
-				s.mu.Unlock()
-				if old != nil {
-					old.leaveIfUnused()
-				}
-				return nil, fmt.Errorf("kafka: claim: %w", ErrClosed)
-			}
-		}
 		sub := ts
 		if len(oldTopics) > 0 {
 			sub = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(ts), oldTopics...))))
@@ -442,10 +439,11 @@ func (m *membership) await(ctx context.Context, topics []string) (*claim, error)
 			unused := m.unusedLocked()
 			m.mu.Unlock()
 			if unused {
-				// The join is stuck: close its connections so it cannot
-				// complete later and rebalance the member that replaces
-				// this one.
-				m.gate()
+				// Abandoned. Before its first generation the member ID is
+				// unknown, so the join is not cut: kafka-go finishes it in
+				// the background and leaves with that ID (a cut join could
+				// leave a member the coordinator keeps, that nobody can
+				// remove). The Claim has returned either way.
 				m.shutdown()
 			}
 			return nil, ctx.Err()
