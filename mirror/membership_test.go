@@ -148,3 +148,76 @@ func TestStuckJoinDoesNotHangADrain(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedGenerationNeverStartsBelowAnotherDrainsCommit: two drains of one
+// process share a generation, so the coordinator cannot fence one from the
+// other. A drain that read its committed offsets while another drain held
+// the partitions (here the read answers "nothing committed", as it would
+// before that drain's commits) must not take them when the other releases
+// them: it would re-send from below the other's final commit and commit
+// lower. It reports them busy; the next drain takes them.
+func TestSharedGenerationNeverStartsBelowAnotherDrainsCommit(t *testing.T) {
+	e := newEnv(t)
+	var recs []*kgo.Record
+	for i := range 600 {
+		recs = append(recs, &kgo.Record{Topic: "prod.test1", Partition: int32(i % 4), Value: fmt.Appendf(nil, "%d", i)})
+	}
+	e.produce(recs...)
+	m := e.newMirror(mirror.Options{InFlightBytes: 4 << 10})
+	e.emu.Faults().DelayDispositions(10 * time.Millisecond)
+
+	aDone := make(chan struct{})
+	var aRep *mirror.Report
+	go func() {
+		defer close(aDone)
+		aRep, _ = m.Drain(context.Background(), "a", mirror.Limits{MaxDuration: 20 * time.Second})
+	}()
+	time.Sleep(500 * time.Millisecond) // a holds every partition and is sending
+	var armed atomic.Bool
+	armed.Store(true)
+	e.cluster.ControlKey(int16(kmsg.OffsetFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		if !armed.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		// b's read, answered with what was committed before a's commits
+		// (nothing), delivered once a has finished.
+		r := req.(*kmsg.OffsetFetchRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetFetchResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewOffsetFetchResponseTopicPartition()
+				sp.Partition = p
+				sp.Offset = -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		e.cluster.SleepControl(func() { <-aDone })
+		return resp, nil, true
+	})
+	bRep, err := m.Drain(context.Background(), "b", mirror.Limits{MaxDuration: 20 * time.Second})
+	<-aDone
+	if err != nil {
+		t.Fatalf("b: %v", err)
+	}
+	t.Logf("a: %s", aRep.Summary())
+	t.Logf("b: %s", bRep.Summary())
+	// The next drain finishes whatever a left.
+	e.emu.Faults().Reset()
+	e.drain(m, mirror.Limits{})
+	dups := 0
+	for p, n := range e.tally("prod.test1", 4) {
+		if n > 1 {
+			dups += n - 1
+			if dups < 4 {
+				t.Errorf("%s sent %d times", p, n)
+			}
+		}
+	}
+	if dups > 0 || bRep.Records > 0 {
+		t.Errorf("b sent %d records from offsets read before a's commits: %d duplicates", bRep.Records, dups)
+	}
+}

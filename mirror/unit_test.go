@@ -170,3 +170,27 @@ func TestCommitMetadataRoundTrip(t *testing.T) {
 		t.Error("no record: want empty metadata")
 	}
 }
+
+// TestHoldSkipsPartitionsReleasedAfterTheClaim: drains of one process share
+// a group generation, so a drain must not take a partition another drain
+// released after this drain read its committed offsets (it would start
+// below the other's final commit and commit lower): it is busy for this
+// drain and taken by the next.
+func TestHoldSkipsPartitionsReleasedAfterTheClaim(t *testing.T) {
+	m := &Mirror{held: map[TopicPartition]string{}, releasedAt: map[TopicPartition]uint64{}}
+	p0, p1, p2 := TopicPartition{"t", 0}, TopicPartition{"t", 1}, TopicPartition{"t", 2}
+	markA := m.holdMark()
+	if got, busy := m.hold("a", []TopicPartition{p0, p1}, markA); len(got) != 2 || len(busy) != 0 {
+		t.Fatalf("a: got %v busy %v", got, busy)
+	}
+	markB := m.holdMark() // b reads its committed offsets while a holds p0, p1
+	m.release([]TopicPartition{p0, p1})
+	got, busy := m.hold("b", []TopicPartition{p0, p1, p2}, markB)
+	if len(got) != 1 || got[0] != p2 || len(busy) != 2 {
+		t.Fatalf("b: got %v busy %v, want p2 and p0, p1 busy", got, busy)
+	}
+	m.release(got)
+	if got, busy := m.hold("c", []TopicPartition{p0, p1, p2}, m.holdMark()); len(got) != 3 || len(busy) != 0 {
+		t.Fatalf("next drain: got %v busy %v, want all", got, busy)
+	}
+}
