@@ -105,18 +105,6 @@ func headerPropertyName(esc string, n int) string {
 	return PropHeaderPrefix + esc + "#" + strconv.Itoa(n)
 }
 
-// HeaderProperty names the property of a header named key given the headers
-// before it.
-func HeaderProperty(before []Header, key string) string {
-	n := 0
-	for _, h := range before {
-		if h.Key == key {
-			n++
-		}
-	}
-	return headerPropertyName(escapeHeaderName(key), n)
-}
-
 // headersFromProperties reverses headerProperties.
 func headersFromProperties(props map[string]any) ([]Header, error) {
 	type indexed struct {
