@@ -453,7 +453,7 @@ func (m *membership) await(ctx context.Context, topics []string) (*claim, error)
 
 // release ends claim c. When that leaves the membership unused it leaves the
 // group after IdleGrace, or at once (waiting up to ctx) when it is retired,
-// has no live generation, or IdleGrace is zero.
+// has no live generation, or IdleGrace is negative.
 func (m *membership) release(ctx context.Context, c *claim) error {
 	m.mu.Lock()
 	if _, ok := m.claims[c]; !ok {
