@@ -46,6 +46,7 @@ fuzz: ## short runs of every fuzz target (FUZZTIME executions each)
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCatchUpBody$$' -fuzztime $(FUZZTIME) ./handler
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOffsetsBody$$' -fuzztime $(FUZZTIME) ./handler
+	$(GO) test -run '^$$' -fuzz '^FuzzHeaderRoundTrip$$' -fuzztime $(FUZZTIME) ./mirror
 
 infra-test: ## terraform fmt, validate and test against the real azurerm provider (builds it once, ~20 min)
 	bash scripts/terraform-check.sh

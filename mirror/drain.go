@@ -62,6 +62,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		return rep, nil
 	}
 
+	mark := m.holdMark() // before the claim reads committed offsets
 	claim, err := m.source.Claim(workCtx, names)
 	if err != nil {
 		rep.Stopped = StopFailed
@@ -81,7 +82,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		tps = append(tps, tp)
 	}
 	sortTopicPartitions(tps)
-	got, busy := m.hold(run, tps)
+	got, busy := m.hold(run, tps, mark)
 	defer m.release(got)
 	for _, tp := range busy {
 		rep.Partitions = append(rep.Partitions, PartitionReport{

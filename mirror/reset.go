@@ -87,7 +87,7 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 		return res, m.plan(ctx, req, tps, committed, res)
 	}
 
-	got, busy := m.hold("offset reset", tps)
+	got, busy := m.hold("offset reset", tps, m.holdMark())
 	defer m.release(got)
 	if len(busy) > 0 {
 		return nil, fmt.Errorf("%w: a drain of this process holds %s; try again when it ends", ErrBusy, tpList(busy))
