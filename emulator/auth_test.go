@@ -22,14 +22,22 @@ func connString(addr, keyName, key string) string {
 // sasConnString builds a connection string that embeds a SAS token for the
 // namespace, signed with key and expiring at expiry.
 func sasConnString(addr, keyName, key string, expiry time.Time) string {
-	sr := strings.ToLower(url.QueryEscape("amqp://" + addr + "/"))
+	token := sasToken("amqp://"+addr+"/", keyName, key, expiry)
+	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessSignature=%s;UseDevelopmentEmulator=true", addr, token)
+}
+
+// sasToken signs a SAS token for resource the way the SDK does: sr is the
+// lower-case, query-escaped resource.
+func sasToken(resource, keyName, key string, expiry time.Time) string {
+	sr := strings.ToLower(url.QueryEscape(resource))
 	se := strconv.FormatInt(expiry.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(key))
 	mac.Write([]byte(sr + "\n" + se))
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
-	token := "SharedAccessSignature sr=" + sr + "&sig=" + sig + "&se=" + se + "&skn=" + keyName
-	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessSignature=%s;UseDevelopmentEmulator=true", addr, token)
+	return "SharedAccessSignature sr=" + sr + "&sig=" + sig + "&se=" + se + "&skn=" + keyName
 }
+
+func farFuture() time.Time { return time.Now().Add(time.Hour) }
 
 func wantUnauthorized(t *testing.T, what string, err error) {
 	t.Helper()

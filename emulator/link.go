@@ -128,6 +128,16 @@ func (l *link) cleanup() {
 		if c.replyLinks[l.address] == l {
 			delete(c.replyLinks, l.address)
 		}
+		if c.replyNames[l.name] == l {
+			delete(c.replyNames, l.name)
+		}
+		c.mu.Unlock()
+	case kindRequest:
+		c := l.s.c
+		c.mu.Lock()
+		if c.cbsSender == l {
+			c.cbsSender = nil
+		}
 		c.mu.Unlock()
 	case kindConsumer:
 		if l.part != nil {
@@ -201,6 +211,9 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 		switch addr {
 		case "$cbs", "$management":
 			l.kind, l.node, l.limit = kindRequest, addr, DefaultMaxMessageSize
+			if addr == "$cbs" {
+				refusal = s.c.claimCBS(l)
+			}
 		default:
 			l.kind = kindProducer
 			refusal = srv.attachProducer(s.c, l, addr)
@@ -228,7 +241,10 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 				l.address = a.Target.Address
 			}
 			s.c.mu.Lock()
-			s.c.replyLinks[l.address] = l
+			if l.address != "" {
+				s.c.replyLinks[l.address] = l
+			}
+			s.c.replyNames[l.name] = l
 			s.c.mu.Unlock()
 		default:
 			l.kind = kindConsumer
@@ -268,6 +284,20 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 		s.c.wg.Add(1)
 		go l.runConsumer()
 	}
+	return nil
+}
+
+// claimCBS makes l the connection's $cbs request link; the service allows
+// one $cbs link pair per connection and refuses another while the first is
+// attached.
+func (c *conn) claimCBS(l *link) *amqp.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cbsSender != nil {
+		return &amqp.Error{Condition: "amqp:not-allowed", Description: fmt.Sprintf(
+			"A $cbs link (%q) is already open on this connection; only one $cbs sender and receiver pair is allowed per connection.", c.cbsSender.name)}
+	}
+	c.cbsSender = l
 	return nil
 }
 

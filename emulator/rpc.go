@@ -21,8 +21,8 @@ type rpcResponse struct {
 }
 
 // handleRequest answers a request delivered on a $cbs or $management request
-// link; the response goes to the reply link whose target is the request's
-// reply-to address.
+// link; the response goes to the reply link whose target address is the
+// request's reply-to, or else to the reply link named by it.
 func (l *link) handleRequest(payload []byte) {
 	c := l.s.c
 	var req amqp.Message
@@ -60,6 +60,11 @@ func (l *link) handleRequest(payload []byte) {
 	}
 	c.mu.Lock()
 	reply := c.replyLinks[req.Properties.ReplyTo]
+	if reply == nil {
+		// A client may attach its reply receiver without a target address
+		// and name the link itself in reply-to, as the service allows.
+		reply = c.replyNames[req.Properties.ReplyTo]
+	}
 	c.mu.Unlock()
 	if reply == nil {
 		c.log.Info("RPC response dropped: no reply link attached", "reply-to", req.Properties.ReplyTo)
