@@ -44,6 +44,9 @@ type HubConfig struct {
 	// MaxPartitionBytes, when positive, caps the bytes of retained events per
 	// partition: the oldest events are dropped first. Counters keep counting.
 	MaxPartitionBytes int64
+	// Policies are the hub's shared access policies; their tokens are valid
+	// for this hub only.
+	Policies []Policy
 }
 
 // Config configures a [Server].
@@ -58,6 +61,9 @@ type Config struct {
 	// are checked against (defaults RootManageSharedAccessKey and
 	// SAS_KEY_VALUE, like Microsoft's emulator).
 	KeyName, Key string
+	// Policies are more shared access policies of the namespace, besides
+	// KeyName/Key (which has the Manage right).
+	Policies []Policy
 	// AcceptAnyToken skips SAS token validation: every put-token succeeds and
 	// links need no claim.
 	AcceptAnyToken bool
@@ -100,7 +106,7 @@ func (h HubConfig) validate() error {
 			return fmt.Errorf("ConsumerGroups[%d]: invalid consumer group name %q", i, cg)
 		}
 	}
-	return nil
+	return validatePolicies(h.Policies)
 }
 
 // configFile is Microsoft's Event Hubs emulator Config.json.

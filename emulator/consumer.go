@@ -84,10 +84,11 @@ func (p *partition) addReceiver(l *link) *amqp.Error {
 			p.rmu.Unlock()
 			if !l.hasEpoch {
 				return &amqp.Error{Condition: "amqp:link:stolen", Description: fmt.Sprintf(
-					"a receiver with epoch %d is attached to partition %d; a receiver without an epoch cannot be created", o.epoch, p.id)}
+					"At least one receiver for the endpoint is created with epoch of '%d', and so non-epoch receiver is not allowed. Either reconnect with a higher epoch, or make sure all epoch receivers are closed or disconnected.", o.epoch)}
 			}
 			return &amqp.Error{Condition: "amqp:link:stolen", Description: fmt.Sprintf(
-				"a receiver with a higher epoch %d already exists; a receiver with epoch %d cannot be created", o.epoch, l.epoch)}
+				"Receiver '%s' with a higher epoch '%d' already exists. Receiver '%s' with epoch %d cannot be created. Make sure you are creating receiver with increasing epoch value to ensure connectivity, or ensure all old epoch receivers are closed or disconnected.",
+				o.receiver, o.epoch, l.receiver, l.epoch)}
 		}
 	}
 	var victims []*link
@@ -99,9 +100,9 @@ func (p *partition) addReceiver(l *link) *amqp.Error {
 	}
 	p.rmu.Unlock()
 	for _, v := range victims {
-		desc := fmt.Sprintf("a new receiver with epoch %d was created, so the current receiver %q is disconnected", l.epoch, v.name)
+		desc := fmt.Sprintf("New receiver '%s' with higher epoch of '%d' is created hence current receiver '%s' is getting disconnected. If you are recreating the receiver, make sure a higher epoch is used.", l.receiver, l.epoch, v.receiver)
 		if v.hasEpoch {
-			desc = fmt.Sprintf("a new receiver with higher epoch of %d was created, so the current receiver %q with epoch %d is disconnected", l.epoch, v.name, v.epoch)
+			desc = fmt.Sprintf("New receiver '%s' with higher epoch of '%d' is created hence current receiver '%s' with epoch '%d' is getting disconnected. If you are recreating the receiver, make sure a higher epoch is used.", l.receiver, l.epoch, v.receiver, v.epoch)
 		}
 		v.detach(&amqp.Error{Condition: "amqp:link:stolen", Description: desc})
 	}

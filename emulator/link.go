@@ -84,6 +84,7 @@ type link struct {
 	part     *partition
 	epoch    int64
 	hasEpoch bool
+	receiver string // com.microsoft:receiver-name, or the link name
 	start    startPosition
 	nextSeq  int64 // consumer goroutine only, after attach
 
@@ -321,15 +322,23 @@ func entityPath(addr string) []string {
 func (srv *Server) lookupHub(name string) (*hub, *amqp.Error) {
 	h := srv.hub(name)
 	if h == nil {
-		return nil, notFound("event hub %q does not exist in namespace %q", name, srv.cfg.Namespace)
+		return nil, srv.entityNotFound(name)
 	}
 	return h, nil
+}
+
+// entityNotFound is the service's error for an entity (hub or consumer
+// group) that does not exist; other SDKs map amqp:not-found with this text to
+// "entity not found".
+func (srv *Server) entityNotFound(path string) *amqp.Error {
+	return notFound("The messaging entity 'sb://%s/%s' could not be found. To know more visit https://aka.ms/sbResourceMgrExceptions.", srv.cfg.Namespace, path)
 }
 
 func lookupPartition(h *hub, id string) (int, *amqp.Error) {
 	n, err := strconv.Atoi(id)
 	if err != nil || n < 0 || n >= len(h.partitions) || strconv.Itoa(n) != id {
-		return 0, notFound("partition %q does not exist in event hub %q (partitions 0 to %d)", id, h.cfg.Name, len(h.partitions)-1)
+		return 0, &amqp.Error{Condition: "com.microsoft:argument-out-of-range", Description: fmt.Sprintf(
+			"The specified partition is invalid for an EventHub partition sender or receiver. It should be between 0 and %d.", len(h.partitions)-1)}
 	}
 	return n, nil
 }
@@ -352,7 +361,7 @@ func (srv *Server) attachProducer(c *conn, l *link, addr string) *amqp.Error {
 		}
 		l.partition = p
 	}
-	if e := c.authorize(strings.Join(parts, "/")); e != nil {
+	if e := c.authorize(strings.Join(parts, "/"), rightSend); e != nil {
 		return e
 	}
 	l.hub = h
@@ -379,13 +388,13 @@ func (srv *Server) attachConsumer(c *conn, l *link, a *amqp.Attach) *amqp.Error 
 	}
 	cg, ok := h.consumerGroups[strings.ToLower(parts[2])]
 	if !ok {
-		return notFound("consumer group %q does not exist in event hub %q", parts[2], h.cfg.Name)
+		return srv.entityNotFound(h.cfg.Name + "/ConsumerGroups/" + parts[2])
 	}
 	p, e := lookupPartition(h, parts[4])
 	if e != nil {
 		return e
 	}
-	if e := c.authorize(strings.Join(parts, "/")); e != nil {
+	if e := c.authorize(strings.Join(parts, "/"), rightListen); e != nil {
 		return e
 	}
 	sp, err := startFromFilter(a.Source.Filter)
@@ -399,6 +408,12 @@ func (srv *Server) attachConsumer(c *conn, l *link, a *amqp.Attach) *amqp.Error 
 			return &amqp.Error{Condition: "amqp:not-allowed", Description: fmt.Sprintf("com.microsoft:epoch has type %T, want an integer", v)}
 		}
 		l.epoch, l.hasEpoch = epoch, true
+	}
+	l.receiver = l.name
+	if v, ok := a.Properties.Get(amqp.Symbol("com.microsoft:receiver-name")); ok {
+		if name, ok := v.(string); ok && name != "" {
+			l.receiver = name
+		}
 	}
 	if e := l.part.addReceiver(l); e != nil {
 		return e

@@ -72,6 +72,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := validatePolicies(cfg.Policies); err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
 	srv := &Server{
 		cfg:         cfg,
 		log:         cfg.Logger,
