@@ -23,6 +23,7 @@ type Server struct {
 	ln          net.Listener
 	containerID string
 	faults      *Faults
+	entraKeys   entraKeys
 	stats       counters
 
 	ctx    context.Context
@@ -75,7 +76,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := validatePolicies(cfg.Policies); err != nil {
 		return nil, fmt.Errorf("emulator: %w", err)
 	}
+	keys, err := parseEntraID(cfg.EntraID)
+	if err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
 	srv := &Server{
+		entraKeys:   keys,
 		cfg:         cfg,
 		log:         cfg.Logger,
 		containerID: "ehmirror-emulator",

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	emulator [-config Config.json] [-listen 127.0.0.1:5672] [-key-name NAME] [-key KEY] [-accept-any-token]
+//	emulator [-config Config.json] [-listen 127.0.0.1:5672] [-key-name NAME] [-key KEY] [-accept-any-token] [-entra-trust-loopback]
 //
 // Without -config it serves the hubs prod.test1..prod.test5 with 4 partitions
 // each. Once it accepts connections it prints the connection string
@@ -43,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", emulator.DefaultKey, "shared access `key` that SAS tokens are signed with")
 	acceptAny := fs.Bool("accept-any-token", false, "accept any SAS token without checking it")
 	namespace := fs.String("namespace", emulator.DefaultNamespace, "namespace `name` used in error descriptions")
+	trustLoopback := fs.Bool("entra-trust-loopback", false, "accept Entra ID tokens from loopback clients without checking their signature (roles from -config still apply)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -57,13 +58,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	hubs := defaultHubs()
+	fileCfg := emulator.Config{Hubs: defaultHubs()}
 	if *configPath != "" {
 		var err error
-		if hubs, err = emulator.LoadConfigFile(*configPath); err != nil {
+		if fileCfg, err = emulator.LoadConfig(*configPath); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
+	}
+	if *trustLoopback {
+		fileCfg.EntraID.TrustUnsignedFromLoopback = true
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -75,7 +79,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		KeyName:        *keyName,
 		Key:            *key,
 		AcceptAnyToken: *acceptAny,
-		Hubs:           hubs,
+		Hubs:           fileCfg.Hubs,
+		Policies:       fileCfg.Policies,
+		EntraID:        fileCfg.EntraID,
 		Logger:         logger,
 	})
 	if err != nil {
