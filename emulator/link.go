@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -85,6 +86,7 @@ type link struct {
 	epoch    int64
 	hasEpoch bool
 	receiver string // com.microsoft:receiver-name, or the link name
+	metrics  bool   // the client asked for receiver runtime metrics
 	start    startPosition
 	nextSeq  int64 // consumer goroutine only, after attach
 
@@ -265,6 +267,9 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 		s.mu.Unlock()
 		return s.c.writeFrame(amqp.FrameTypeAMQP, s.ch, &amqp.Detach{Handle: l.handle, Closed: true, Error: refusal}, nil)
 	}
+	if l.metrics {
+		reply.OfferedCapabilities = []amqp.Symbol{capabilityRuntimeMetric}
+	}
 	log.Debug("attached")
 	s.mu.Lock()
 	err := s.c.writeFrame(amqp.FrameTypeAMQP, s.ch, reply, nil)
@@ -409,6 +414,7 @@ func (srv *Server) attachConsumer(c *conn, l *link, a *amqp.Attach) *amqp.Error 
 		}
 		l.epoch, l.hasEpoch = epoch, true
 	}
+	l.metrics = slices.Contains(a.DesiredCapabilities, capabilityRuntimeMetric)
 	l.receiver = l.name
 	if v, ok := a.Properties.Get(amqp.Symbol("com.microsoft:receiver-name")); ok {
 		if name, ok := v.(string); ok && name != "" {

@@ -175,6 +175,14 @@ func (p *partition) read(from int64, max int, buf []record, now time.Time) ([]re
 	return buf, from, p.signal
 }
 
+// runtimeInfo returns the partition's last enqueued event as receiver
+// runtime metrics report it (sequence number -1 and offset -1 when empty).
+func (p *partition) runtimeInfo() (lastSeq, lastOffset, lastEnqueued int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastSeq, p.lastOff, p.lastEnqueued
+}
+
 // startPosition is a parsed selector filter: which field is compared, the
 // operator and the value.
 type startPosition struct {
