@@ -72,6 +72,11 @@ type Config struct {
 	AcceptAnyToken bool
 	// Hubs are the event hubs that exist from the start.
 	Hubs []HubConfig
+	// DataDir, when set, keeps every partition's events, sequence numbers
+	// and offsets in files under this directory across restarts: events are
+	// written to the OS before they are acknowledged, and loaded by Start.
+	// Hubs are still defined by Hubs (a hub's files are kept by name).
+	DataDir string
 	// Now is the clock used for enqueued times and retention (default
 	// time.Now). SAS token expiry is always checked against the wall clock,
 	// because the SDK signs tokens with the wall clock.

@@ -92,11 +92,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	srv.faults = newFaults(srv)
 	for i, h := range cfg.Hubs {
 		if err := srv.AddHub(h); err != nil {
+			srv.closeLogs()
 			return nil, fmt.Errorf("emulator: Hubs[%d]: %w", i, err)
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		srv.closeLogs()
 		return nil, fmt.Errorf("emulator: listen: %w", err)
 	}
 	srv.ln = ln
@@ -201,6 +203,9 @@ func (srv *Server) Close() error {
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("emulator: close listener: %w", err)
 	}
+	if err := srv.closeLogs(); err != nil {
+		return fmt.Errorf("emulator: close the data directory's logs: %w", err)
+	}
 	return nil
 }
 
@@ -217,7 +222,18 @@ func (srv *Server) AddHub(h HubConfig) error {
 	if _, dup := srv.hubs[key]; dup {
 		return fmt.Errorf("event hub %q already exists", h.Name)
 	}
-	srv.hubs[key] = newHub(h, srv.now())
+	nh := newHub(h, srv.now())
+	if srv.cfg.DataDir != "" {
+		for _, p := range nh.partitions {
+			if err := p.openLog(logPath(srv.cfg.DataDir, h.Name, p.id), srv.now().UnixMilli()); err != nil {
+				for _, q := range nh.partitions[:p.id] {
+					q.log.close()
+				}
+				return fmt.Errorf("event hub %q: %w", h.Name, err)
+			}
+		}
+	}
+	srv.hubs[key] = nh
 	return nil
 }
 

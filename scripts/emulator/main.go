@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	emulator [-config Config.json] [-listen 127.0.0.1:5672] [-key-name NAME] [-key KEY] [-accept-any-token] [-entra-trust-loopback]
+//	emulator [-config Config.json] [-listen 127.0.0.1:5672] [-key-name NAME] [-key KEY] [-accept-any-token] [-entra-trust-loopback] [-data-dir DIR]
 //
 // Without -config it serves the hubs prod.test1..prod.test5 with 4 partitions
 // each. Once it accepts connections it prints the connection string
@@ -43,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", emulator.DefaultKey, "shared access `key` that SAS tokens are signed with")
 	acceptAny := fs.Bool("accept-any-token", false, "accept any SAS token without checking it")
 	namespace := fs.String("namespace", emulator.DefaultNamespace, "namespace `name` used in error descriptions")
+	dataDir := fs.String("data-dir", "", "keep events, sequence numbers and offsets in this `directory` across restarts (default: memory only)")
 	trustLoopback := fs.Bool("entra-trust-loopback", false, "accept Entra ID tokens from loopback clients without checking their signature (roles from -config still apply)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -82,6 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Hubs:           fileCfg.Hubs,
 		Policies:       fileCfg.Policies,
 		EntraID:        fileCfg.EntraID,
+		DataDir:        *dataDir,
 		Logger:         logger,
 	})
 	if err != nil {
