@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +55,16 @@ type Config struct {
 	// Listen is the TCP address to listen on (default 127.0.0.1:5672; use
 	// port 0 to pick a free port).
 	Listen string
+	// TLSListen, when set, is the address of an amqps listener (the service
+	// uses port 5671), which needs TLSCertificate.
+	TLSListen string
+	// WebSocketListen, when set, is the address of an AMQP over WebSockets
+	// listener (path /$servicebus/websocket, subprotocol amqp; the service
+	// uses wss on port 443): over TLS with TLSCertificate, plain otherwise.
+	WebSocketListen string
+	// TLSCertificate is the certificate of the TLS and WebSocket listeners
+	// (see SelfSignedCertificate).
+	TLSCertificate *tls.Certificate
 	// Namespace names the emulated namespace in error descriptions
 	// (default "emulator").
 	Namespace string

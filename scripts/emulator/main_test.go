@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -220,3 +223,41 @@ func TestDataDirSurvivesSIGTERM(t *testing.T) {
 }
 
 func to[T any](v T) *T { return &v }
+
+// TestTLSFlagsCreateACertificate: -tls-listen with -tls-cert/-tls-key that do
+// not exist creates a self-signed certificate the SDK can trust.
+func TestTLSFlagsCreateACertificate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	port := freePort(t)
+	_, stop := startCommand(t, ctx, "-tls-listen", "127.0.0.1:"+port, "-tls-cert", certPath, "-tls-key", keyPath)
+	defer stop()
+	pemBytes, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pemBytes)
+	cs := "Endpoint=sb://localhost:" + port + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE"
+	p, err := azeventhubs.NewProducerClientFromConnectionString(cs, "prod.test1", &azeventhubs.ProducerClientOptions{TLSConfig: &tls.Config{RootCAs: roots, ServerName: "localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if _, err := p.GetEventHubProperties(ctx, nil); err != nil {
+		t.Fatalf("GetEventHubProperties over amqps: %v", err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
