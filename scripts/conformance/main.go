@@ -121,7 +121,7 @@ func conformance(ctx context.Context, workDir, runRE string, verbose bool) error
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	srv, err := emulator.Start(ctx, emulator.Config{
-		Listen:          "127.0.0.1:0",
+		Listen: "127.0.0.1:0",
 		// go-amqp verifies the certificate against the namespace including
 		// any port, so the namespace is "localhost" on the service's ports.
 		TLSListen:       "127.0.0.1:5671",
