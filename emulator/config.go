@@ -65,10 +65,6 @@ type Config struct {
 	// TLSCertificate is the certificate of the TLS and WebSocket listeners
 	// (see SelfSignedCertificate).
 	TLSCertificate *tls.Certificate
-	// TLSRequireSNI resets TLS connections whose client hello names no
-	// server (a client that dialled an IP address): the service routes by
-	// server name.
-	TLSRequireSNI bool
 	// Namespace names the emulated namespace in error descriptions
 	// (default "emulator").
 	Namespace string

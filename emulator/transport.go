@@ -71,23 +71,7 @@ func (srv *Server) tlsConfig() *tls.Config {
 	if srv.cfg.TLSCertificate == nil {
 		return nil
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{*srv.cfg.TLSCertificate}, MinVersion: tls.VersionTLS12}
-	if srv.cfg.TLSRequireSNI {
-		tc.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			if hello.ServerName != "" {
-				return nil, nil
-			}
-			// The service routes TLS connections by server name; one
-			// without (dialled by IP address) is reset, so the client's
-			// error names the address it dialled.
-			if tcp, ok := hello.Conn.(*net.TCPConn); ok {
-				tcp.SetLinger(0)
-			}
-			hello.Conn.Close()
-			return nil, errors.New("TLS client hello without a server name")
-		}
-	}
-	return tc
+	return &tls.Config{Certificates: []tls.Certificate{*srv.cfg.TLSCertificate}, MinVersion: tls.VersionTLS12}
 }
 
 // listenTransports opens the amqps and WebSocket listeners that cfg asks for.

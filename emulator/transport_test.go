@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
@@ -78,29 +77,5 @@ func TestTLSAndWebSocketTransports(t *testing.T) {
 				t.Fatalf("received %q", got[0].Body)
 			}
 		})
-	}
-}
-
-// TestTLSRequireSNI: with TLSRequireSNI a TLS client that names no server
-// (it dialled an IP address) is reset; one that names a server is served.
-func TestTLSRequireSNI(t *testing.T) {
-	t.Parallel()
-	cert, _, _, err := SelfSignedCertificate("localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, Config{TLSListen: "127.0.0.1:0", TLSCertificate: &cert, TLSRequireSNI: true})
-	dial := func(serverName string) error {
-		c, err := tls.Dial("tcp", srv.TLSAddr(), &tls.Config{ServerName: serverName, InsecureSkipVerify: true})
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}
-	if err := dial("localhost"); err != nil {
-		t.Fatalf("with a server name: %v", err)
-	}
-	if err := dial(""); err == nil || !strings.Contains(err.Error(), srv.TLSAddr()) {
-		t.Fatalf("without a server name: %v, want an error naming %s", err, srv.TLSAddr())
 	}
 }

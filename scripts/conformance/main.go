@@ -47,9 +47,17 @@ const (
 	hubName     = "conformance"
 	linksHub    = "conformance-links"
 	principalID = "00000000-0000-0000-0000-00000000c0de"
+	namespace   = "127.0.0.2" // a loopback address (Linux routes 127.0.0.0/8 to lo)
 	listenKey   = "bGlzdGVuLW9ubHk="
 	sendKey     = "c2VuZC1vbmx5"
 )
+
+// outOfScope are the SDK tests that need what an emulator cannot offer; their
+// failures are reported but do not fail the run.
+var outOfScope = map[string]string{
+	" TestConsumerClient_Detaches":       "disables the hub through Azure Resource Manager",
+	" TestConsumerClient_GeoReplication": "needs a geo-replicated namespace (skips itself)",
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -90,7 +98,7 @@ func conformance(ctx context.Context, workDir, runRE string, verbose bool) error
 	if err != nil {
 		return err
 	}
-	cert, certPEM, keyPEM, err := emulator.SelfSignedCertificate("localhost", "127.0.0.1")
+	cert, certPEM, keyPEM, err := emulator.SelfSignedCertificate("localhost", "127.0.0.1", namespace)
 	if err != nil {
 		return err
 	}
@@ -107,9 +115,9 @@ func conformance(ctx context.Context, workDir, runRE string, verbose bool) error
 	}
 	defer closeTokens()
 
-	// WebSocket tests dial wss://localhost/$servicebus/websocket (port 443,
+	// WebSocket tests dial wss://NAMESPACE/$servicebus/websocket (port 443,
 	// which needs privileges); without it they fail and are reported.
-	wsListen := "127.0.0.1:443"
+	wsListen := namespace + ":443"
 	if ln, err := net.Listen("tcp", wsListen); err != nil {
 		fmt.Fprintf(os.Stderr, "conformance: cannot listen on %s (%v): the WebSocket tests will fail\n", wsListen, err)
 		wsListen = "127.0.0.1:0"
@@ -123,11 +131,12 @@ func conformance(ctx context.Context, workDir, runRE string, verbose bool) error
 	srv, err := emulator.Start(ctx, emulator.Config{
 		Listen: "127.0.0.1:0",
 		// go-amqp verifies the certificate against the namespace including
-		// any port, so the namespace is "localhost" on the service's ports.
-		TLSListen:       "127.0.0.1:5671",
+		// any port, so the namespace has no port: the service's 5671 (and
+		// 443) on 127.0.0.2, which leaves 127.0.0.1:5671 closed for the
+		// custom-endpoint test.
+		TLSListen:       namespace + ":5671",
 		WebSocketListen: wsListen,
 		TLSCertificate:  &cert,
-		TLSRequireSNI:   true,
 		Hubs: []emulator.HubConfig{
 			{Name: hubName, PartitionCount: 4},
 			{Name: linksHub, PartitionCount: 1},
@@ -153,7 +162,6 @@ func conformance(ctx context.Context, workDir, runRE string, verbose bool) error
 	}
 	defer stopAzurite()
 
-	namespace := "localhost"
 	cs := func(name, key string) string {
 		return fmt.Sprintf("Endpoint=sb://%s/;SharedAccessKeyName=%s;SharedAccessKey=%s", namespace, name, key)
 	}
@@ -197,11 +205,20 @@ func conformance(ctx context.Context, workDir, runRE string, verbose bool) error
 	res := summarize(out, verbose)
 	waitErr := cmd.Wait()
 	fmt.Printf("azeventhubs %s test suite against the emulator: %d passed, %d failed, %d skipped\n", sdkVersion, len(res.passed), len(res.failed), len(res.skipped))
+	unexpected := 0
 	for _, name := range res.failed {
+		if why, ok := outOfScope[name]; ok {
+			fmt.Printf("  FAIL %s (out of scope: %s)\n", name, why)
+			continue
+		}
+		unexpected++
 		fmt.Printf("  FAIL %s\n", name)
 	}
-	if len(res.failed) > 0 {
-		return fmt.Errorf("%d tests failed", len(res.failed))
+	for _, name := range res.skipped {
+		fmt.Printf("  SKIP %s\n", name)
+	}
+	if unexpected > 0 {
+		return fmt.Errorf("%d tests failed that the emulator must pass", unexpected)
 	}
 	if waitErr != nil && len(res.passed) == 0 {
 		return fmt.Errorf("go test: %w", waitErr)
@@ -355,5 +372,6 @@ func summarize(r io.Reader, verbose bool) results {
 		}
 	}
 	sort.Strings(res.failed)
+	sort.Strings(res.skipped)
 	return res
 }
