@@ -11,7 +11,7 @@ LISTEN   ?= 127.0.0.1:5672
 # deadline exceeded" (golang/go#75804, fixed in go1.27).
 FUZZTIME ?= 100000x
 
-.PHONY: help demo test unit vet fmt-check fuzz infra-test build package start dev-env emulator bench soak deploy clean browser
+.PHONY: help demo test unit vet fmt-check fuzz infra-test conformance build package start dev-env emulator bench soak deploy clean browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ help: ## list the targets
 demo: ## mirror the seed's 10,000 messages through embedded Kafka, the emulator and the real handler, then verify
 	$(GO) run ./scripts/demo
 
-test: vet fmt-check unit fuzz infra-test ## every test: vet, gofmt, unit/integration (race), short fuzz runs, Terraform
+test: vet fmt-check unit fuzz infra-test conformance ## every test: vet, gofmt, unit/integration (race), short fuzz runs, Terraform, the SDK suite against the emulator
 	@echo "make test: all checks passed"
 
 vet: ## go vet
@@ -77,6 +77,10 @@ dev-env: ## embedded Kafka on 127.0.0.1:9092 and the Event Hubs emulator on 127.
 
 emulator: ## the Event Hubs emulator alone: make emulator CONFIG=path/to/Config.json LISTEN=127.0.0.1:5672
 	$(GO) run ./scripts/emulator $(if $(CONFIG),-config $(CONFIG)) -listen $(LISTEN)
+
+conformance: ## the azeventhubs v2.0.2 SDK's own test suite against the emulator (Node.js+npm for Azurite; loopback ports 5671, 443)
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "make conformance: Node.js 20+ and npm are required (Azurite, the checkpoint store)"; exit 1; }
+	$(GO) run ./scripts/conformance
 
 bench: ## throughput against the Kafka-read and Event-Hubs-send limits; writes .bench/latest.json
 	$(GO) run ./scripts/bench
