@@ -2,11 +2,13 @@ package faults
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -161,6 +163,48 @@ func TestDashboardReadsLagPerTopic(t *testing.T) {
 			if got, ok := kqlValue(ex[col], line); !ok || got != want {
 				t.Errorf("%s: extracted %q from %q, want %q", col, got, line, want)
 			}
+		}
+	}
+}
+
+// TestAlertQueriesReadTheHandlersDrainLine: the alerts' patterns read the
+// line the handler really writes (mirror.LogReport), not only a line built
+// to the contract: the two cannot drift apart.
+func TestAlertQueriesReadTheHandlersDrainLine(t *testing.T) {
+	ex := extractors(t, readInfra(t, "alerts.tf"), "kql_drains = <<-KQL")
+	rep := &mirror.Report{
+		Run: "timer 2026-12-03T06:00:00Z", Records: 1200, Bytes: 5000000, Skipped: 3, LagAfter: 42,
+		Stopped: "caught up", Duration: 2345 * time.Millisecond,
+		Errors: []string{"event hub \"x\" does not exist"},
+		Partitions: []mirror.PartitionReport{
+			{Topic: "prod.test1", Partition: 0, Records: 1200, Gap: 7},
+			{Topic: "prod.test1", Partition: 1, Error: "send failed", Kind: mirror.KindThrottled},
+		},
+	}
+	var buf bytes.Buffer
+	mirror.LogReport(context.Background(), slog.New(slog.NewTextHandler(&buf, nil)), rep, "catchup", 4*time.Minute, false)
+	var line string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(l, " msg=drain ") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no msg=drain line in:\n%s", buf.String())
+	}
+	want := map[string]string{
+		"run": rep.Run, "trigger": "catchup", "records": "1200", "bytes": "5000000", "lag": "42",
+		"partitions": "2", "errors": "2", "gaps": "1", "oversized": "3", "duration_ms": "2345", "budget_ms": "240000",
+		"stopped": "caught up",
+	}
+	for key, v := range want {
+		re, ok := ex[key]
+		if !ok {
+			t.Errorf("the drain query extracts no %s", key)
+			continue
+		}
+		if got, ok := kqlValue(re, line); !ok || got != v {
+			t.Errorf("%s: extracted %q (found %v) from %q, want %q", key, got, ok, line, v)
 		}
 	}
 }
