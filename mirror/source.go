@@ -51,6 +51,10 @@ func (r *Record) TopicPartition() TopicPartition {
 type Topic struct {
 	Name       string
 	Partitions int
+	// ID is the topic's id (KIP-516, Kafka 2.8+), which changes when a
+	// topic is deleted and created again under the same name; "" when the
+	// broker does not report topic ids.
+	ID string
 }
 
 // Watermarks are a partition's log start offset (the first offset still stored)
