@@ -102,6 +102,11 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		rep:       rep,
 		logger:    m.opts.Logger.With("run", run),
 		stoppedCh: make(chan struct{}),
+		ids:       make(map[string]string, len(topics)),
+		topics:    topics,
+	}
+	for _, t := range topics {
+		d.ids[t.Name] = t.ID
 	}
 	if err := d.prepare(workCtx, got, assigned); err != nil {
 		rep.Stopped = StopFailed
@@ -162,8 +167,17 @@ type drain struct {
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
 
-	commitMu     sync.Mutex
-	commitFailed error // the first failed commit; no commit follows it
+	commitMu sync.Mutex
+
+	// ids are the topics' ids (KIP-516) when the drain started, "" where
+	// the broker reports none.
+	ids    map[string]string
+	topics []Topic
+	// firstDeployment is set when KAFKA_START_OFFSET=latest applies: the
+	// group has no committed offset on any mirrored partition.
+	firstDeployment bool
+	identityMu      sync.Mutex
+	identityErr     error // the last topic identity check's error, nil after a success
 
 	stopOnce  sync.Once
 	stopped   string
@@ -194,7 +208,8 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 	if err != nil {
 		return fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
-	stale := d.staleCommits(ctx, got, assigned, wms)
+	meta := d.claim.AssignedMetadata()
+	d.firstDeployment = d.m.opts.StartOffset == StartLatest && d.isFirstDeployment(ctx, assigned)
 	d.parts = make(map[string]*partitioner)
 	for _, tp := range got {
 		hubName := d.m.router.Hub(tp.Topic)
@@ -208,67 +223,79 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 			d.senders[hubName] = ss
 		}
 		committed := assigned[tp]
-		if stale[tp] {
-			committed = NoOffset
-		}
-		ps := newPartitionState(tp, hubName, committed)
-		d.states[tp] = ps
-		d.order = append(d.order, ps)
 		wm, ok := wms[tp]
 		if !ok {
+			ps := d.addState(tp, hubName, committed)
 			ps.begin(max(committed, 0), max(committed, 0))
 			ps.fail(fmt.Errorf("no watermarks for %s", tp))
 			continue
 		}
-		if stale[tp] {
+		cm, _ := parseCommitMeta(meta[tp])
+		now := d.ids[tp.Topic]
+		switch {
+		case committed != NoOffset && cm.TopicID != "" && now == "":
+			// Fail closed: the check that protects this position cannot run.
+			ps := d.addState(tp, hubName, committed)
+			ps.begin(committed, wm.End)
+			ps.fail(fmt.Errorf("the committed offset %d carries topic id %s but the broker now reports no topic ids, so it cannot be checked; partition skipped (reset the group's offset for it to go on)", committed, cm.TopicID))
+			continue
+		case committed != NoOffset && cm.TopicID != "" && cm.TopicID != now:
+			ps := d.addState(tp, hubName, NoOffset)
 			ps.begin(wm.Start, wm.End)
-			ps.note = fmt.Sprintf("committed offset %d belongs to an earlier topic of the same name (deleted and recreated); mirroring this one from its earliest offset %d", assigned[tp], wm.Start)
+			ps.note = fmt.Sprintf("committed offset %d belongs to an earlier topic of the same name (topic id %s, now %s: deleted and recreated); mirroring this one from its earliest offset %d", committed, cm.TopicID, now, wm.Start)
 			d.logger.WarnContext(ctx, "topic recreated since the last commit; starting over at the earliest offset",
-				"topic", tp.Topic, "partition", tp.Partition, "stale_committed", assigned[tp], "log_start", wm.Start)
+				"topic", tp.Topic, "partition", tp.Partition, "stale_committed", committed, "old_topic_id", cm.TopicID, "topic_id", now, "log_start", wm.Start)
 			continue
 		}
+		ps := d.addState(tp, hubName, committed)
 		d.begin(ps, committed, wm)
 	}
 	return nil
 }
 
-// staleCommits finds partitions whose committed offset was written for an
-// earlier topic of the same name: the record before the committed offset,
-// fingerprinted in the commit's metadata, is no longer that record. Kafka
-// commits name topics, not topic ids, so a commit in flight while a topic
-// is deleted and recreated lands on the new topic.
-func (d *drain) staleCommits(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64, wms map[TopicPartition]Watermarks) map[TopicPartition]bool {
-	meta := d.claim.AssignedMetadata()
-	stale := make(map[TopicPartition]bool)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, tp := range got {
-		last, ok := parseCommitMetadata(meta[tp])
-		wm, known := wms[tp]
-		c := assigned[tp]
-		if !ok || !known || c == NoOffset || last.offset >= c || last.offset < wm.Start || c > wm.End {
-			continue // nothing to check, retention removed it, or begin reports it
+// isFirstDeployment reports whether the group has committed nothing on any
+// partition of the mirrored topics: only then does KAFKA_START_OFFSET=latest
+// apply. Partitions and topics that appear later start at their earliest
+// offset. When the group's offsets cannot be read, it answers false
+// (earliest: nothing is lost).
+func (d *drain) isFirstDeployment(ctx context.Context, assigned map[TopicPartition]int64) bool {
+	for _, off := range assigned {
+		if off != NoOffset {
+			return false
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if same, err := d.holds(ctx, tp, &last); err != nil || same {
-				return // the same log, or cannot check now: the offset stands
-			}
-			mu.Lock()
-			stale[tp] = true
-			mu.Unlock()
-		}()
 	}
-	wg.Wait()
-	return stale
+	var all []TopicPartition
+	for _, t := range d.topics {
+		for p := range t.Partitions {
+			all = append(all, TopicPartition{Topic: t.Name, Partition: int32(p)})
+		}
+	}
+	committed, err := d.m.source.Committed(ctx, all)
+	if err != nil {
+		d.logger.WarnContext(ctx, "cannot tell whether the group committed before; new partitions start at their earliest offset", "err", err)
+		return false
+	}
+	for _, off := range committed {
+		if off != NoOffset {
+			return false
+		}
+	}
+	return true
+}
+
+// addState creates the state of one partition of the drain.
+func (d *drain) addState(tp TopicPartition, hub string, committed int64) *partitionState {
+	ps := newPartitionState(tp, hub, committed)
+	d.states[tp] = ps
+	d.order = append(d.order, ps)
+	return ps
 }
 
 // begin applies the start-offset and gap policies to one partition.
 func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
 	policy := d.m.opts.GapPolicy
 	switch {
-	case committed == NoOffset && d.m.opts.StartOffset == StartLatest:
+	case committed == NoOffset && d.firstDeployment:
 		ps.begin(wm.End, wm.End)
 	case committed == NoOffset:
 		ps.begin(wm.Start, wm.End)
@@ -293,6 +320,9 @@ func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
 		d.logger.WarnContext(context.Background(), "committed offset beyond the log end; restarting at the earliest record",
 			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "committed", committed, "log_start", wm.Start, "log_end", wm.End)
 		ps.begin(wm.Start, wm.End)
+		// The stale offset is replaced by the first commit of this drain.
+		ps.resetCommitted()
+		ps.note = fmt.Sprintf("committed offset %d was beyond the log end %d; restarted at the earliest offset %d (MIRROR_GAP_POLICY=resume-earliest)", committed, wm.End, wm.Start)
 	default:
 		ps.begin(committed, wm.End)
 	}
@@ -349,6 +379,28 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}
 	}()
 
+	// The identity watcher lists the topics every CommitInterval and
+	// confirms that each still has the id it had at the start; only records
+	// read before a confirmation are committed.
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		t := time.NewTicker(d.m.opts.CommitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopCommitter:
+				return
+			case <-workCtx.Done():
+				return
+			case <-t.C:
+				if err := d.checkIdentity(workCtx); err != nil && workCtx.Err() == nil {
+					d.logger.WarnContext(ctx, "topic identity check failed; commits wait for the next one", "err", err)
+				}
+			}
+		}
+	}()
+
 	var readers sync.WaitGroup
 	for _, ps := range d.order {
 		if ps.isFailed() {
@@ -369,6 +421,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	senders.Wait()
 	close(stopCommitter)
 	<-committerDone
+	<-watcherDone
 
 	if !d.isStopped() {
 		switch {
@@ -385,6 +438,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// canceled: what Event Hubs acknowledged must be committed.
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(margin, time.Second))
 	defer cancel()
+	if err := d.checkIdentity(finalCtx); err != nil {
+		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final %v: records read since the last check are not committed", err))
+	}
 	if err := d.commit(finalCtx); err != nil {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final commit: %v (acknowledged records will be mirrored again)", err))
 	}
@@ -506,87 +562,6 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 	}
 }
 
-// commit commits every partition whose commit point advanced.
-func (d *drain) commit(ctx context.Context) error {
-	d.commitMu.Lock()
-	defer d.commitMu.Unlock()
-	offsets := make(map[TopicPartition]CommitOffset)
-	for _, ps := range d.order {
-		p, last := ps.commitPoint()
-		if p <= ps.lastCommitted() || ps.isRecreated() {
-			continue
-		}
-		if last != nil && !d.stillInLog(ctx, ps, last) {
-			continue
-		}
-		offsets[ps.tp] = CommitOffset{Offset: p, Metadata: last.commitMetadata()}
-	}
-	if len(offsets) == 0 {
-		return nil
-	}
-	if d.commitFailed != nil {
-		return fmt.Errorf("not committing after an earlier commit failed: %w", d.commitFailed)
-	}
-	if err := d.claim.CommitWithMetadata(ctx, offsets); err != nil {
-		// The broker may still apply the failed request later; a later,
-		// higher commit could then be overwritten by it. Commit nothing
-		// more in this drain: the records are mirrored again instead.
-		d.commitFailed = err
-		return fmt.Errorf("committing offsets: %w", err)
-	}
-	for tp, off := range offsets {
-		d.states[tp].committedAt(off.Offset)
-	}
-	return nil
-}
-
-// stillInLog is the commit guard: it checks that the last acknowledged
-// record below a commit point is still the record at its offset. When the
-// topic was deleted and recreated during the drain, the offsets belong to
-// another log; the partition is then failed and not committed, so the new
-// topic's records are not skipped.
-func (d *drain) stillInLog(ctx context.Context, ps *partitionState, last *ackedRecord) bool {
-	same, err := d.holds(ctx, ps.tp, last)
-	switch {
-	case errors.Is(err, ErrOffsetOutOfRange):
-		wms, werr := d.m.source.Watermarks(ctx, []TopicPartition{ps.tp})
-		wm, ok := wms[ps.tp]
-		if werr != nil || !ok {
-			return false // cannot check now; commit later
-		}
-		if last.offset < wm.Start {
-			// Retention removed it after it was mirrored: same log.
-			return true
-		}
-		ps.recreated(fmt.Errorf("offset %d, mirrored in this drain, is no longer in the log (end %d): the topic was deleted and recreated or truncated; not committed, the next drain starts over", last.offset, wm.End))
-		return false
-	case err != nil:
-		// Cannot check now; commit later.
-		d.logger.WarnContext(ctx, "checking the partition before a commit", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "err", err)
-		return false
-	}
-	if same {
-		return true
-	}
-	ps.recreated(fmt.Errorf("the record at offset %d is not the one mirrored in this drain: the topic was deleted and recreated; not committed, the next drain starts over", last.offset))
-	return false
-}
-
-// holds reports whether the record at rec's offset in tp is still the
-// record rec fingerprints.
-func (d *drain) holds(ctx context.Context, tp TopicPartition, rec *ackedRecord) (bool, error) {
-	f, err := d.m.source.Fetch(ctx, tp, rec.offset, 1)
-	if err != nil {
-		return false, err
-	}
-	for i := range f.Records {
-		if r := &f.Records[i]; r.Offset == rec.offset {
-			return fingerprintOf(r) == rec.fp, nil
-		}
-	}
-	return false, nil
-}
-
 // report fills the drain's report.
 func (d *drain) report(ctx context.Context) {
 	tps := make([]TopicPartition, 0, len(d.order))
@@ -614,6 +589,11 @@ func (d *drain) report(ctx context.Context) {
 			Gap:       ps.gap,
 			Note:      ps.note,
 		}
+		ps.mu.Unlock()
+		if note := d.identityNote(ps); note != "" {
+			pr.Note = strings.TrimPrefix(pr.Note+"; "+note, "; ")
+		}
+		ps.mu.Lock()
 		if len(ps.skipped) > 0 {
 			pr.SkippedOffsets = append([]int64(nil), ps.skipped...)
 		}
