@@ -124,6 +124,16 @@ type claim struct {
 
 	releaseOnce sync.Once
 	releaseErr  error
+
+	// commitMu keeps the claim's commits in order: one at a time, each
+	// request over (answered or its connection closed at its deadline)
+	// before the next is sent.
+	commitMu sync.Mutex
+	// uncertain is set when a commit's outcome is unknown (it timed out or
+	// its connection broke): the broker may still apply it. The next
+	// successful commit then reads the offsets back and, when the late one
+	// overtook it, commits again.
+	uncertain bool
 }
 
 var _ mirror.Claim = (*claim)(nil)
@@ -210,6 +220,35 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 		MemberID:     c.g.gen.MemberID,
 		Topics:       topics,
 	}
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	// A caller's cancellation must not leave a request without deadline
+	// behind: the request keeps the caller's deadline only.
+	ctx, cancel := commitContext(ctx, s.opts.RequestTimeout)
+	defer cancel()
+	err := c.send(ctx, req)
+	if err == nil && c.uncertain {
+		c.uncertain = false
+		err = c.verify(ctx, req, offsets)
+	}
+	if err == nil {
+		return nil
+	}
+	if !brokerAnswered(err) {
+		c.uncertain = true
+	}
+	for _, fenced := range []error{kafkago.IllegalGeneration, kafkago.UnknownMemberId, kafkago.RebalanceInProgress, kafkago.FencedInstanceID} {
+		if errors.Is(err, fenced) {
+			return fmt.Errorf("kafka: commit group %q generation %d: %w: %w", s.opts.Group, c.g.gen.ID, ErrClaimLost, err)
+		}
+	}
+	return fmt.Errorf("kafka: commit group %q generation %d: %w", s.opts.Group, c.g.gen.ID, err)
+}
+
+// send sends one OffsetCommit (retried once after stale routing) and
+// returns the first error, partition-level ones included.
+func (c *claim) send(ctx context.Context, req *kafkago.OffsetCommitRequest) error {
+	s := c.m.s
 	var failed error
 	err := s.withRetry(ctx, func(ctx context.Context) error {
 		rctx, cancel := s.requestCtx(ctx, 0)
@@ -227,15 +266,48 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 	if err == nil {
 		err = failed
 	}
-	if err == nil {
+	return err
+}
+
+// verify resolves an earlier commit of unknown outcome: it reads the
+// committed offsets back and commits again when a late request of that
+// earlier commit overwrote the one just made.
+func (c *claim) verify(ctx context.Context, req *kafkago.OffsetCommitRequest, offsets map[mirror.TopicPartition]mirror.CommitOffset) error {
+	s := c.m.s
+	tps := make([]mirror.TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	got, _, err := s.committed(ctx, tps)
+	if err != nil {
+		c.uncertain = true // try again after the next commit
 		return nil
 	}
-	for _, fenced := range []error{kafkago.IllegalGeneration, kafkago.UnknownMemberId, kafkago.RebalanceInProgress, kafkago.FencedInstanceID} {
-		if errors.Is(err, fenced) {
-			return fmt.Errorf("kafka: commit group %q generation %d: %w: %w", s.opts.Group, c.g.gen.ID, ErrClaimLost, err)
+	for tp, off := range offsets {
+		if got[tp] < off.Offset {
+			s.log.Warn("an earlier commit of unknown outcome overtook a later one; committing again",
+				"topic", tp.Topic, "partition", tp.Partition, "committed", got[tp], "want", off.Offset)
+			return c.send(ctx, req)
 		}
 	}
-	return fmt.Errorf("kafka: commit group %q generation %d: %w", s.opts.Group, c.g.gen.ID, err)
+	return nil
+}
+
+// commitContext detaches ctx from its cancellation but keeps its deadline
+// (or sets one at timeout).
+func commitContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(timeout)
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), d)
+}
+
+// brokerAnswered reports whether err is the broker's answer (so the request's
+// outcome is known) rather than a timeout or a broken connection.
+func brokerAnswered(err error) bool {
+	var ke kafkago.Error
+	return errors.As(err, &ke)
 }
 
 // Release leaves the group (LeaveGroup) unless a later Claim has taken this
