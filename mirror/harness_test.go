@@ -35,7 +35,13 @@ type env struct {
 // with a hub per topic (4 partitions), plus any extra hubs.
 func newEnv(t testing.TB, extraHubs ...emulator.HubConfig) *env {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...))
+	return newEnvWith(t, nil, extraHubs...)
+}
+
+// newEnvWith is newEnv with extra kfake options.
+func newEnvWith(t testing.TB, kopts []kfake.Opt, extraHubs ...emulator.HubConfig) *env {
+	t.Helper()
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...)}, kopts...)...)
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/mirror"
@@ -170,5 +172,81 @@ func TestRecreatedTopicDetectedWhileReading(t *testing.T) {
 		if !seen[fmt.Sprintf("new%d", i)] {
 			t.Fatalf("record new%d of the recreated topic never mirrored: %v / %v", i, rep.Lines(), rep2.Lines())
 		}
+	}
+}
+
+// TestFailClosedWhenIdentityCannotBeChecked (finding 5): when the topic
+// listing that confirms a topic's identity fails, records read since the
+// last confirmation are not committed, and the report says why; the next
+// drain mirrors them again and commits.
+func TestFailClosedWhenIdentityCannotBeChecked(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test4"
+	for i := range 50 {
+		e.produce(&kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	m := e.newMirror(mirror.Options{})
+	// Metadata v10+ requests are the mirror's topic listings (kafka-go's
+	// own stop at v8): the first (drain start) passes, the rest fail.
+	var listings atomic.Int32
+	var healed atomic.Bool
+	e.cluster.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		if healed.Load() || req.GetVersion() < 10 || listings.Add(1) == 1 {
+			return nil, nil, false
+		}
+		return nil, fmt.Errorf("injected: metadata unavailable"), true
+	})
+	rep := e.drain(m, mirror.Limits{})
+	p := findPartition(t, rep, topic, 0)
+	// Offset 0, where the drain started, was confirmed by the listing at
+	// the start; nothing read after it is.
+	if p.Records != 50 || p.Committed != 0 || !strings.Contains(p.Note, "identity could not be checked") {
+		t.Fatalf("identity unchecked: %+v (%v)", p, rep.Errors)
+	}
+	healed.Store(true)
+	if c := e.committed(m, topic)[0]; c != 0 {
+		t.Fatalf("committed %d without an identity check", c)
+	}
+	rep = e.drain(m, mirror.Limits{})
+	if c := e.committed(m, topic)[0]; c != 50 {
+		t.Fatalf("after the listing recovered: committed %d, want 50: %v", c, rep.Lines())
+	}
+}
+
+// TestBrokerWithoutTopicIDs: on a broker that reports no topic ids (Kafka
+// before 2.8, here kfake capped at Metadata v9) the mirror works, commits
+// without an id, never restarts a compacted partition, and fails closed on
+// a commit that carries an id it can no longer check.
+func TestBrokerWithoutTopicIDs(t *testing.T) {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.Metadata), 9)
+	e := newEnvWith(t, []kfake.Opt{kfake.MaxVersions(v)}, emulator.HubConfig{Name: "prod.compact", PartitionCount: 1})
+	if err := e.cluster.CreateTopic("prod.compact", 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		e.produce(&kgo.Record{Topic: "prod.compact", Key: fmt.Appendf(nil, "k%d", i%10), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	m := e.newMirror(mirror.Options{})
+	e.drain(m, mirror.Limits{})
+	src := e.newSource()
+	if meta := e.committedMetadata(src, "prod.compact", 0); meta != "ehmirror/2" {
+		t.Fatalf("commit metadata %q, want no topic id", meta)
+	}
+	for i := 99; i < 109; i++ {
+		e.produce(&kgo.Record{Topic: "prod.compact", Key: fmt.Appendf(nil, "k%d", i%10), Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	e.cluster.Compact()
+	rep := e.drain(m, mirror.Limits{})
+	if n := len(e.emu.Events("prod.compact", 0)); n != 110 || e.committed(m, "prod.compact")[0] != 110 {
+		t.Fatalf("after compaction: %d events, want 110: %v", n, rep.Lines())
+	}
+
+	e.commitAs(src, "prod.test1", 0, 0, "ehmirror/2 tid=0123456789abcdef0123456789abcdef")
+	e.produce(&kgo.Record{Topic: "prod.test1", Partition: 0, Value: []byte("x")})
+	rep = e.drain(m, mirror.Limits{})
+	if p := findPartition(t, rep, "prod.test1", 0); p.Records != 0 || !strings.Contains(p.Error, "cannot be checked") {
+		t.Fatalf("commit with an uncheckable topic id: %+v", p)
 	}
 }
