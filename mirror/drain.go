@@ -602,6 +602,10 @@ func (d *drain) report(ctx context.Context) {
 			from = ps.start
 		}
 		pr.LagAfter = max(end-from, 0)
+		if wm, ok := wms[ps.tp]; ok && from > wm.End {
+			// A committed offset past the log end is not "caught up".
+			pr.LagAfter = wm.End - wm.Start
+		}
 		if ps.err != nil {
 			pr.Error = ps.err.Error()
 		}
