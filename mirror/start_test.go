@@ -80,3 +80,37 @@ func TestLatestOnlyForTheFirstDeployment(t *testing.T) {
 		t.Fatalf("records before the first deployment mirrored: %v", got)
 	}
 }
+
+// TestResumeEarliestResetsABeyondEndCommit (finding 6): a committed offset
+// past the log end is replaced under resume-earliest, so the next drain does
+// not send the partition again; lag flags such an offset instead of showing
+// 0.
+func TestResumeEarliestResetsABeyondEndCommit(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test2"
+	for i := range 30 {
+		e.produce(&kgo.Record{Topic: topic, Partition: 1, Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	m := e.newMirror(mirror.Options{GapPolicy: mirror.GapResumeEarliest})
+	e.commitAs(e.newSource(), topic, 1, 500, "")
+	lag, err := m.Lag(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range lag.Partitions {
+		if p.Topic == topic && p.Partition == 1 && (!p.BeyondEnd || p.Lag != 30) {
+			t.Fatalf("lag of a committed offset beyond the end: %+v", p)
+		}
+	}
+	rep := e.drain(m, mirror.Limits{})
+	if p := findPartition(t, rep, topic, 1); p.Records != 30 || p.Committed != 30 || p.LagAfter != 0 {
+		t.Fatalf("first drain: %+v", p)
+	}
+	rep = e.drain(m, mirror.Limits{})
+	if p := findPartition(t, rep, topic, 1); p.Records != 0 || p.Committed != 30 {
+		t.Fatalf("second drain sent the partition again: %+v", p)
+	}
+	if n := len(e.tally(topic, 4)); n != 30 {
+		t.Fatalf("%d distinct records mirrored, want 30", n)
+	}
+}
