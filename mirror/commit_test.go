@@ -1,8 +1,10 @@
 package mirror_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,4 +108,31 @@ func TestCommitLatencyManyPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("commit latency: %v for %d partitions in one OffsetCommit (50 ms injected)", time.Since(start), len(offs))
+}
+
+// TestOversizeFailSendsNothingPastTheHeldRecord (finding 10): under the fail
+// policy the records after an oversized one are not sent (they would be sent
+// again by every drain, since the partition's commit stays before it).
+func TestOversizeFailSendsNothingPastTheHeldRecord(t *testing.T) {
+	e := newEnv(t, emulator.HubConfig{Name: "small", PartitionCount: 4, MaxMessageSize: 64 << 10})
+	routes, _ := mirror.ParseRoutes(`prod\.test5=>small`)
+	narrow, _ := mirror.CompileTopicFilter(`prod\.test5`, "")
+	recs := []*kgo.Record{
+		{Topic: "prod.test5", Partition: 0, Key: []byte("a"), Value: []byte("before")},
+		{Topic: "prod.test5", Partition: 0, Key: []byte("b"), Value: bytes.Repeat([]byte("x"), 100<<10)},
+	}
+	for i := range 40 {
+		recs = append(recs, &kgo.Record{Topic: "prod.test5", Partition: 0, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "after%d", i)})
+	}
+	e.produce(recs...)
+	m := e.newMirror(mirror.Options{Routes: routes})
+	for range 2 {
+		rep := e.drain(m, mirror.Limits{Topics: &narrow})
+		if p := findPartition(t, rep, "prod.test5", 0); p.Committed != 1 || !strings.Contains(p.Error, "offset 1") {
+			t.Fatalf("fail policy: %+v", p)
+		}
+	}
+	if got := e.tally("small", 4); len(got) != 1 || got[provenance{"prod.test5", 0, 0}] != 1 {
+		t.Fatalf("hub holds %v, want only offset 0 once", sortedKeys(got))
+	}
 }

@@ -545,13 +545,20 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		return false
 	}
 	ev := EventFor(r)
+	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
+	if !d.fitsHub(ctx, ps, s, r, &ev) {
+		// Decided here, before any later record of the partition is
+		// handed over.
+		ps.add(r)
+		d.oversized(ps, r.Offset, int(size), ps.hub, ErrEventTooLarge)
+		return !ps.isFailed()
+	}
 	weight := min(size+int64(len(r.Key))+eventOverhead, d.m.opts.InFlightBytes)
 	if err := d.inflight.Acquire(ctx, weight); err != nil {
 		return false
 	}
 	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev}
 	ps.add(r)
-	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
 	select {
 	case s.in <- it:
 		return true
