@@ -125,15 +125,26 @@ type claim struct {
 	releaseOnce sync.Once
 	releaseErr  error
 
-	// commitMu keeps the claim's commits in order: one at a time, each
-	// request over (answered or its connection closed at its deadline)
-	// before the next is sent.
+	// commitMu keeps the claim's commits in order: one at a time, and
+	// none sent before the previous request is over (answered, or its
+	// connection closed at RequestTimeout), even when its caller stopped
+	// waiting earlier. So an older commit can never overtake a newer one.
 	commitMu sync.Mutex
-	// uncertain is set when a commit's outcome is unknown (it timed out or
-	// its connection broke): the broker may still apply it. The next
-	// successful commit then reads the offsets back and, when the late one
-	// overtook it, commits again.
+	// inflight is the previous commit's request; its done closes when it is
+	// over.
+	inflight *commitRequest
+	// uncertain is set when a commit's outcome stayed unknown (its
+	// connection broke or timed out): the broker may have applied it late.
+	// The next successful commit then reads the offsets back and commits
+	// again when they are lower.
 	uncertain bool
+}
+
+// commitRequest is one OffsetCommit on its way; err is set before done
+// closes.
+type commitRequest struct {
+	done chan struct{}
+	err  error
 }
 
 var _ mirror.Claim = (*claim)(nil)
@@ -222,20 +233,43 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 	}
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
-	// A caller's cancellation must not leave a request without deadline
-	// behind: the request keeps the caller's deadline only.
-	ctx, cancel := commitContext(ctx, s.opts.RequestTimeout)
-	defer cancel()
-	err := c.send(ctx, req)
-	if err == nil && c.uncertain {
-		c.uncertain = false
-		err = c.verify(ctx, req, offsets)
+	if prev := c.inflight; prev != nil {
+		select {
+		case <-prev.done:
+			if prev.err != nil && !brokerAnswered(prev.err) {
+				c.uncertain = true
+			}
+			c.inflight = nil
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: commit group %q: not sent: the previous commit is still in flight and a later one must not overtake it: %w", s.opts.Group, ctx.Err())
+		}
+	}
+	// The request runs to its own deadline (RequestTimeout) even when the
+	// caller stops waiting; the next commit waits for it.
+	cr := &commitRequest{done: make(chan struct{})}
+	c.inflight = cr
+	s.wg.Go(func() {
+		defer close(cr.done)
+		rctx, cancel := context.WithTimeout(s.ctx, s.opts.RequestTimeout)
+		defer cancel()
+		cr.err = c.send(rctx, req)
+		if cr.err == nil && c.uncertainSnapshot() {
+			cr.err = c.verify(rctx, req, offsets)
+		}
+	})
+	var err error
+	select {
+	case <-cr.done:
+		c.inflight = nil
+		err = cr.err
+		if err != nil && !brokerAnswered(err) {
+			c.uncertain = true
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("kafka: commit group %q generation %d: outcome unknown, the request goes on in the background: %w", s.opts.Group, c.g.gen.ID, ctx.Err())
 	}
 	if err == nil {
 		return nil
-	}
-	if !brokerAnswered(err) {
-		c.uncertain = true
 	}
 	for _, fenced := range []error{kafkago.IllegalGeneration, kafkago.UnknownMemberId, kafkago.RebalanceInProgress, kafkago.FencedInstanceID} {
 		if errors.Is(err, fenced) {
@@ -269,6 +303,15 @@ func (c *claim) send(ctx context.Context, req *kafkago.OffsetCommitRequest) erro
 	return err
 }
 
+// uncertainSnapshot reports and clears uncertain; commitMu is held by the
+// commit whose request calls it (its caller waits for it or leaves it as
+// c.inflight, which the next commit waits for).
+func (c *claim) uncertainSnapshot() bool {
+	u := c.uncertain
+	c.uncertain = false
+	return u
+}
+
 // verify resolves an earlier commit of unknown outcome: it reads the
 // committed offsets back and commits again when a late request of that
 // earlier commit overwrote the one just made.
@@ -280,8 +323,7 @@ func (c *claim) verify(ctx context.Context, req *kafkago.OffsetCommitRequest, of
 	}
 	got, _, err := s.committed(ctx, tps)
 	if err != nil {
-		c.uncertain = true // try again after the next commit
-		return nil
+		return fmt.Errorf("reading back offsets after a commit of unknown outcome: %w", err)
 	}
 	for tp, off := range offsets {
 		if got[tp] < off.Offset {
@@ -291,16 +333,6 @@ func (c *claim) verify(ctx context.Context, req *kafkago.OffsetCommitRequest, of
 		}
 	}
 	return nil
-}
-
-// commitContext detaches ctx from its cancellation but keeps its deadline
-// (or sets one at timeout).
-func commitContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	d, ok := ctx.Deadline()
-	if !ok {
-		d = time.Now().Add(timeout)
-	}
-	return context.WithDeadline(context.WithoutCancel(ctx), d)
 }
 
 // brokerAnswered reports whether err is the broker's answer (so the request's
