@@ -138,6 +138,29 @@ type claim struct {
 	// The next successful commit then reads the offsets back and commits
 	// again when they are lower.
 	uncertain bool
+
+	bgMu     sync.Mutex
+	bg       context.Context
+	bgCancel context.CancelFunc
+}
+
+// commitRequestLimit bounds how long a commit's request may wait for the
+// broker's answer after its caller gave up. While it waits, later commits of
+// the claim are not sent (they would race it on another connection). Kafka
+// answers a commit within offsets.commit.timeout.ms (5 s) of handling it, so
+// a request still unanswered after this long was lost with its connection;
+// its outcome is then unknown and the next commit is read back.
+const commitRequestLimit = time.Minute
+
+// background returns the context the claim's commit requests run under:
+// canceled by Release and by the Source's Close.
+func (c *claim) background() context.Context {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bg == nil {
+		c.bg, c.bgCancel = context.WithCancel(c.m.s.commits)
+	}
+	return c.bg
 }
 
 // commitRequest is one OffsetCommit on its way; err is set before done
@@ -248,9 +271,10 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 	// caller stops waiting; the next commit waits for it.
 	cr := &commitRequest{done: make(chan struct{})}
 	c.inflight = cr
+	bg := c.background()
 	s.wg.Go(func() {
 		defer close(cr.done)
-		rctx, cancel := context.WithTimeout(s.ctx, s.opts.RequestTimeout)
+		rctx, cancel := context.WithTimeout(bg, commitRequestLimit)
 		defer cancel()
 		cr.err = c.send(rctx, req)
 		if cr.err == nil && c.uncertainSnapshot() {
@@ -348,6 +372,11 @@ func brokerAnswered(err error) bool {
 // result.
 func (c *claim) Release(ctx context.Context) error {
 	c.releaseOnce.Do(func() {
+		c.bgMu.Lock()
+		if c.bgCancel != nil {
+			c.bgCancel() // a commit request still waiting is abandoned
+		}
+		c.bgMu.Unlock()
 		m := c.m
 		m.mu.Lock()
 		mine := m.owner == c && !m.waiting

@@ -50,7 +50,11 @@ type Source struct {
 
 	ctx    context.Context // background work; cancelled last in Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// commits is the context of commit requests running in the background;
+	// Close cancels it before waiting for them.
+	commits     context.Context
+	stopCommits context.CancelFunc
+	wg          sync.WaitGroup
 
 	refreshMu   sync.Mutex
 	lastRefresh time.Time
@@ -102,6 +106,7 @@ func NewSource(opts Options) (*Source, error) {
 		cancel:    cancel,
 		members:   make(map[*membership]struct{}),
 	}
+	s.commits, s.stopCommits = context.WithCancel(ctx)
 	return s, nil
 }
 
@@ -121,6 +126,7 @@ func (s *Source) Close() error {
 	}
 	s.mu.Unlock()
 
+	s.stopCommits()
 	var errs []error
 	for _, m := range ms {
 		m.gate() // abort a join in progress too

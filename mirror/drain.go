@@ -327,7 +327,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	end := ps.end
 	ps.mu.Unlock()
 	backoff := d.m.opts.RetryBackoff
-	for offset >= 0 && !ps.isFailed() && ctx.Err() == nil {
+	for offset >= 0 && !ps.halted() && ctx.Err() == nil {
 		if offset >= end {
 			return // caught up
 		}
@@ -373,7 +373,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 // sender of its hub partition. It returns false when the partition must stop
 // reading.
 func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
-	if d.isStopped() || ps.isFailed() {
+	if d.isStopped() || ps.halted() {
 		return false
 	}
 	size := int64(len(r.Value))

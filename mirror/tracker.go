@@ -128,15 +128,25 @@ func (p *partitionState) fail(err error) {
 	}
 }
 
-// recreated fails the partition because its log changed under the drain;
-// it is never committed again by this drain.
+// recreated stops reading the partition because its topic changed under
+// the drain; it is never committed again by this drain. Records already
+// queued are still sent (they are valid records of the topic they were
+// read from), so the error is kept without failing the queued records.
 func (p *partitionState) recreated(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.changedLog = true
-	if !p.failed {
-		p.failed, p.err = true, err
+	if !p.changedLog && p.err == nil {
+		p.err = err
 	}
+	p.changedLog = true
+}
+
+// halted reports whether reading the partition must stop: it failed or its
+// topic changed.
+func (p *partitionState) halted() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed || p.changedLog
 }
 
 func (p *partitionState) isRecreated() bool {
