@@ -142,7 +142,7 @@ func TestKafkaCommitCutMidDrain(t *testing.T) {
 }
 
 // TestKafkaManyPartitionsLatency (3f) mirrors one topic of 500 partitions
-// while every Fetch, ListOffsets, Metadata, OffsetFetch and OffsetCommit
+// while every Fetch, Metadata, OffsetFetch and OffsetCommit
 // takes 50 ms more at the broker. Every drain must commit: one OffsetCommit
 // carries every advanced partition and the commit path fetches nothing.
 func TestKafkaManyPartitionsLatency(t *testing.T) {
@@ -151,7 +151,7 @@ func TestKafkaManyPartitionsLatency(t *testing.T) {
 	ctx := context.Background()
 	var commits, widest atomic.Int64
 	e.withKafka(func(c *kfake.Cluster) {
-		for _, key := range []kmsg.Key{kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata, kmsg.OffsetFetch, kmsg.OffsetCommit} {
+		for _, key := range []kmsg.Key{kmsg.Fetch, kmsg.Metadata, kmsg.OffsetFetch, kmsg.OffsetCommit} {
 			c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
 				c.KeepControl()
 				if oc, ok := req.(*kmsg.OffsetCommitRequest); ok && oc.Group == e.group {
@@ -172,19 +172,26 @@ func TestKafkaManyPartitionsLatency(t *testing.T) {
 	m := e.newMirror(mirror.Options{})
 	s := inProcess{e: e, f: f, m: m, lim: mirror.Limits{MaxDuration: 5 * time.Second}, warmup: time.Second,
 		producer: producerConfig{Batch: 50}}
-	var reps []*mirror.Report
-	reps, _ = s.run(ctx, func(ctx context.Context) { sleepCtx(ctx, scale(6*time.Second, time.Minute)) })
+	var errs int
+	reps, _ := s.run(ctx, func(ctx context.Context) { sleepCtx(ctx, scale(6*time.Second, time.Minute)) })
+	errs = int(e.drains.Load()) - len(reps) - 1 // the settling drain is counted too
 	committing := 0
+	var problems []string
 	for _, r := range reps {
 		if r.Stopped != mirror.StopNothingToDo && !r.Failed() {
 			committing++
+		} else if r.Failed() {
+			problems = append(problems, firstProblem(r))
 		}
+	}
+	if len(problems) > 0 {
+		f.note("failed drains: %s", strings.Join(problems, "; "))
 	}
 	var slowest time.Duration
 	for _, r := range e.drainReports() {
 		slowest = max(slowest, r.Duration)
 	}
-	f.note("%d drains, %d without error; %d OffsetCommits, up to %d partitions in one; slowest drain %v", len(reps), committing, commits.Load(), widest.Load(), slowest.Round(time.Millisecond))
+	f.note("%d drains (%d could not start), %d without error; %d OffsetCommits, up to %d partitions in one; slowest drain %v", len(reps), errs, committing, commits.Load(), widest.Load(), slowest.Round(time.Millisecond))
 }
 
 // addPartitions grows topic to n partitions (CreatePartitions).

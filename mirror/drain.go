@@ -160,8 +160,10 @@ type drain struct {
 	order   []*partitionState
 	senders map[string][]*sender // hub -> one sender per hub partition
 	parts   map[string]*partitioner
-	rep     *Report
-	logger  *slog.Logger
+	// fits is, per hub, the largest estimated record size known to fit.
+	fits   map[string]*atomic.Int64
+	rep    *Report
+	logger *slog.Logger
 
 	inflight *semaphore.Weighted
 	records  atomic.Int64 // records handed to senders
@@ -387,12 +389,16 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 	}
 	ev := EventFor(r)
 	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
-	if !d.fitsHub(ctx, ps, s, r, &ev) {
+	if !d.fitsHub(ctx, s, r, &ev) {
 		// Decided here, before any later record of the partition is
 		// handed over.
 		ps.add(r)
-		d.oversized(ps, r.Offset, int(size), ps.hub, ErrEventTooLarge)
-		return !ps.isFailed()
+		if err := d.oversized(ps, r.Offset, int(size), ps.hub, ErrEventTooLarge); err != nil {
+			// Stop reading; the records queued before it are still sent.
+			ps.hold(err)
+			return false
+		}
+		return true
 	}
 	weight := min(size+int64(len(r.Key))+eventOverhead, d.m.opts.InFlightBytes)
 	if err := d.inflight.Acquire(ctx, weight); err != nil {

@@ -112,7 +112,9 @@ func (s *sender) oversized(it *item, err error) {
 		it.ps.fail(fmt.Errorf("adding offset %d to a batch for event hub %q: %w", it.offset, s.hub, err))
 		return
 	}
-	s.d.oversized(it.ps, it.offset, it.size, s.hub, err)
+	if err := s.d.oversized(it.ps, it.offset, it.size, s.hub, err); err != nil {
+		it.ps.fail(err)
+	}
 }
 
 // newBatch starts a batch, retrying transient errors until ctx ends.

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // prepare decides where each partition starts, applying the start-offset and
@@ -15,6 +16,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 	meta := d.claim.AssignedMetadata()
 	d.firstDeployment = d.m.opts.StartOffset == StartLatest && d.isFirstDeployment(ctx, assigned)
 	d.parts = make(map[string]*partitioner)
+	d.fits = make(map[string]*atomic.Int64)
 	for _, tp := range got {
 		hubName := d.m.router.Hub(tp.Topic)
 		hub := d.hubs[hubName]
@@ -25,6 +27,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 				ss[i] = &sender{d: d, hub: hubName, partitionID: id, in: make(chan *item, 1024)}
 			}
 			d.senders[hubName] = ss
+			d.fits[hubName] = new(atomic.Int64)
 		}
 		committed := assigned[tp]
 		wm, ok := wms[tp]

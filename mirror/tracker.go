@@ -32,6 +32,7 @@ type partitionState struct {
 	// changedLog is set when the topic was deleted and recreated during
 	// the drain: nothing more is committed.
 	changedLog bool
+	held       bool // reading stopped before a record it must not pass
 	// verified is the read position below which every record was fetched
 	// before a topic listing confirmed the topic's id: nothing at or past
 	// it is committed (a recreated topic reuses offsets).
@@ -141,12 +142,24 @@ func (p *partitionState) recreated(err error) {
 	p.changedLog = true
 }
 
-// halted reports whether reading the partition must stop: it failed or its
-// topic changed.
+// hold stops reading the partition before a record it must not pass (an
+// oversized record under the fail policy); records queued before it are
+// still sent and committed.
+func (p *partitionState) hold(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.held = true
+}
+
+// halted reports whether reading the partition must stop: it failed, its
+// topic changed, or it is held.
 func (p *partitionState) halted() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.failed || p.changedLog
+	return p.failed || p.changedLog || p.held
 }
 
 func (p *partitionState) isRecreated() bool {
