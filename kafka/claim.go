@@ -277,6 +277,12 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 		rctx, cancel := context.WithTimeout(bg, commitRequestLimit)
 		defer cancel()
 		cr.err = c.send(rctx, req)
+		if cr.err != nil && !brokerAnswered(cr.err) && rctx.Err() == nil {
+			// The connection broke without an answer: send the same
+			// offsets again on a new one. Should the first request still
+			// land, it carries the same offsets, so nothing regresses.
+			cr.err = c.send(rctx, req)
+		}
 		if cr.err == nil && c.uncertainSnapshot() {
 			cr.err = c.verify(rctx, req, offsets)
 		}
