@@ -277,6 +277,9 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 		rctx, cancel := context.WithTimeout(bg, commitRequestLimit)
 		defer cancel()
 		cr.err = c.send(rctx, req)
+		if cr.err != nil {
+			s.log.Debug("commit request failed", "generation", c.g.gen.ID, "err", cr.err)
+		}
 		if cr.err != nil && !brokerAnswered(cr.err) && rctx.Err() == nil {
 			// The connection broke without an answer: send the same
 			// offsets again on a new one. Should the first request still
@@ -314,10 +317,10 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 func (c *claim) send(ctx context.Context, req *kafkago.OffsetCommitRequest) error {
 	s := c.m.s
 	var failed error
+	// ctx bounds the request (commitRequestLimit), not RequestTimeout: a
+	// commit is waited for until the broker answers.
 	err := s.withRetry(ctx, func(ctx context.Context) error {
-		rctx, cancel := s.requestCtx(ctx, 0)
-		defer cancel()
-		res, err := s.client.OffsetCommit(rctx, req)
+		res, err := s.client.OffsetCommit(ctx, req)
 		if err != nil {
 			return err
 		}
