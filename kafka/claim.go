@@ -126,8 +126,8 @@ type claim struct {
 	releaseErr  error
 
 	// commitMu keeps the claim's commits in order: one at a time, and
-	// none sent before the previous request is over (answered, or its
-	// connection closed at RequestTimeout), even when its caller stopped
+	// none sent before the previous request is over (answered, or given up
+	// after commitRequestLimit), even when its caller stopped
 	// waiting earlier. So an older commit can never overtake a newer one.
 	commitMu sync.Mutex
 	// inflight is the previous commit's request; its done closes when it is
@@ -267,8 +267,8 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 			return fmt.Errorf("kafka: commit group %q: not sent: the previous commit is still in flight and a later one must not overtake it: %w", s.opts.Group, ctx.Err())
 		}
 	}
-	// The request runs to its own deadline (RequestTimeout) even when the
-	// caller stops waiting; the next commit waits for it.
+	// The request runs up to commitRequestLimit even when the caller stops
+	// waiting; the next commit waits for it.
 	cr := &commitRequest{done: make(chan struct{})}
 	c.inflight = cr
 	bg := c.background()
