@@ -228,10 +228,10 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}
 	}
 
-	// The committer commits every CommitInterval. A commit is never
-	// abandoned: its request runs to its own deadline even when the drain
-	// ends, and the final commit waits for it. An abandoned OffsetCommit can
-	// reach the broker after a later one and move the offset backwards.
+	// The committer commits every CommitInterval. A failed commit does not
+	// stop later ones; the claim keeps commits in order (a later one is not
+	// sent while an earlier request may still land), so none can move the
+	// offset backwards.
 	committerDone := make(chan struct{})
 	stopCommitter := make(chan struct{})
 	go func() {

@@ -126,6 +126,9 @@ type Claim interface {
 
 	// CommitWithMetadata is Commit with a metadata string stored beside
 	// each offset (Kafka keeps it with the commit).
+	//
+	// Commits of one claim take effect in call order: an earlier commit,
+	// even one whose caller gave up, never lands after a later one.
 	CommitWithMetadata(ctx context.Context, offsets map[TopicPartition]CommitOffset) error
 
 	// Release leaves the group. It is safe to call more than once.
