@@ -38,6 +38,9 @@ type Options struct {
 	HubInfoTTL time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// ReaderConsumerGroup is the consumer group the sink reads back events
+	// in, for deduplication (MIRROR_DEDUPLICATE). Default "$Default".
+	ReaderConsumerGroup string
 }
 
 // Sink publishes to an Event Hubs namespace. It implements [mirror.Sink] and
@@ -49,6 +52,7 @@ type Sink struct {
 
 	mu        sync.Mutex
 	producers map[string]*azeventhubs.ProducerClient
+	consumers map[string]*azeventhubs.ConsumerClient
 	hubs      map[string]cachedHub
 }
 
@@ -88,7 +92,7 @@ func NewSink(opts Options) (*Sink, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Sink{opts: opts, producers: make(map[string]*azeventhubs.ProducerClient), hubs: make(map[string]cachedHub)}, nil
+	return &Sink{opts: opts, producers: make(map[string]*azeventhubs.ProducerClient), consumers: make(map[string]*azeventhubs.ConsumerClient), hubs: make(map[string]cachedHub)}, nil
 }
 
 // producer returns the cached producer of hub, creating it on first use.
@@ -170,8 +174,15 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Lock()
 	producers := s.producers
 	s.producers = make(map[string]*azeventhubs.ProducerClient)
+	consumers := s.consumers
+	s.consumers = make(map[string]*azeventhubs.ConsumerClient)
 	s.mu.Unlock()
 	var errs []error
+	for hub, c := range consumers {
+		if err := c.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("eventhubs: closing consumer for %q: %w", hub, err))
+		}
+	}
 	for hub, p := range producers {
 		if err := p.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("eventhubs: closing producer for %q: %w", hub, err))

@@ -188,6 +188,9 @@ type drain struct {
 	identityMu      sync.Mutex
 	identityErr     error // the last topic identity check's error, nil after a success
 
+	// dd is the deduplication state; nil when Options.Deduplicate is off.
+	dd *dedup
+
 	stopOnce  sync.Once
 	stopped   string
 	stoppedCh chan struct{}
@@ -320,6 +323,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// canceled: what Event Hubs acknowledged must be committed.
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(margin, time.Second))
 	defer cancel()
+	if d.dd != nil {
+		d.dd.final.Store(true) // every sender has ended
+	}
 	if err := d.checkIdentity(finalCtx); err != nil {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final %v: records read since the last check are not committed", err))
 	}
@@ -384,6 +390,10 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
 	if d.isStopped() || ps.halted() {
 		return false
+	}
+	if d.dd != nil && d.dd.already(ps, r) {
+		ps.addDone(r)
+		return true
 	}
 	size := int64(len(r.Value))
 	if d.lim.MaxRecords > 0 && d.records.Add(1) > d.lim.MaxRecords {
@@ -451,6 +461,7 @@ func (d *drain) report(ctx context.Context) {
 			Note:      ps.note,
 		}
 		ps.mu.Unlock()
+		pr.AlreadyMirrored = d.foundCount(ps)
 		if note := d.identityNote(ps); note != "" {
 			pr.Note = strings.TrimPrefix(pr.Note+"; "+note, "; ")
 		}

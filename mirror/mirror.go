@@ -31,6 +31,9 @@ type Mirror struct {
 	// lower). releases counts releases; releasedAt is each partition's last.
 	releases   uint64
 	releasedAt map[TopicPartition]uint64
+	// listen caches, per hub, whether the credentials can read it
+	// (deduplication).
+	listen map[string]listenCheck
 }
 
 // New returns a Mirror reading from source and publishing to sink.
@@ -47,6 +50,7 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 		held:   make(map[TopicPartition]string),
 
 		releasedAt: make(map[TopicPartition]uint64),
+		listen:     make(map[string]listenCheck),
 	}, nil
 }
 

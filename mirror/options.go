@@ -73,6 +73,10 @@ type Options struct {
 	RetryBackoff, MaxRetryBackoff time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Deduplicate makes a drain that follows an unclean end read back what
+	// the previous drain published and skip those records (the sink must
+	// implement [HubReader]; reading needs the Listen right). Default off.
+	Deduplicate bool
 	// Control enables offset resets and pauses; nil: neither is available
 	// and no topic is ever paused.
 	Control Control

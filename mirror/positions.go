@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -28,6 +29,18 @@ type commitMeta struct {
 	// TopicID is the id of the topic the offset belongs to (KIP-516), ""
 	// when the broker reports none.
 	TopicID string
+	// Hub is the event hub the partition is mirrored to ("hub="); written
+	// with deduplication on.
+	Hub string
+	// Floors ("seq=ID:N,ID:N") map the hub partitions the drain may have
+	// published the partition's records to since the committed offset to
+	// a sequence number read before it published anything there: every
+	// such event has a higher sequence number. Nil when unknown.
+	Floors map[string]int64
+	// Clean ("clean=1") says no event of a record at or above the
+	// committed offset was published: the drain ended and committed
+	// everything it sent.
+	Clean bool
 }
 
 // encode renders m; it fails when the result would exceed
@@ -42,6 +55,35 @@ func (m commitMeta) encode() (string, error) {
 		}
 		b.WriteString(" tid=")
 		b.WriteString(m.TopicID)
+	}
+	if m.Hub != "" {
+		if strings.ContainsAny(m.Hub, " =") {
+			return "", fmt.Errorf("commit metadata: event hub %q contains a space or '='", m.Hub)
+		}
+		b.WriteString(" hub=")
+		b.WriteString(m.Hub)
+	}
+	if m.Clean {
+		b.WriteString(" clean=1")
+	}
+	if len(m.Floors) > 0 {
+		ids := make([]string, 0, len(m.Floors))
+		for id := range m.Floors {
+			if id == "" || strings.ContainsAny(id, " =:,") {
+				return "", fmt.Errorf("commit metadata: hub partition id %q contains a space, '=', ':' or ','", id)
+			}
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		b.WriteString(" seq=")
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(id)
+			b.WriteByte(':')
+			b.WriteString(strconv.FormatInt(m.Floors[id], 10))
+		}
 	}
 	if b.Len() > maxCommitMetadata {
 		return "", fmt.Errorf("commit metadata: %d bytes, Kafka keeps at most %d", b.Len(), maxCommitMetadata)
@@ -68,11 +110,40 @@ func parseCommitMeta(s string) (m commitMeta, ok bool) {
 		return m, true
 	}
 	for _, f := range fields[1:] {
-		if k, val, ok := strings.Cut(f, "="); ok && k == "tid" {
+		k, val, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "tid":
 			m.TopicID = val
+		case "hub":
+			m.Hub = val
+		case "clean":
+			m.Clean = val == "1"
+		case "seq":
+			m.Floors = parseFloors(val)
 		}
 	}
 	return m, true
+}
+
+// parseFloors decodes "ID:N,ID:N"; anything malformed yields nil (unknown:
+// no reconciliation, never a guess).
+func parseFloors(s string) map[string]int64 {
+	floors := make(map[string]int64)
+	for _, part := range strings.Split(s, ",") {
+		id, n, ok := strings.Cut(part, ":")
+		if !ok || id == "" {
+			return nil
+		}
+		v, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || v < -1 {
+			return nil
+		}
+		floors[id] = v
+	}
+	return floors
 }
 
 // checkIdentity lists the topics and compares each partition's topic id with
@@ -122,17 +193,19 @@ func (d *drain) commit(ctx context.Context) error {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
 	offsets := make(map[TopicPartition]CommitOffset)
+	clean := make(map[TopicPartition]bool)
 	for _, ps := range d.order {
 		p := ps.commitPoint()
-		if p <= ps.lastCommitted() || ps.isRecreated() {
+		if (p <= ps.lastCommitted() && !d.needsCleanMark(ps, p)) || ps.isRecreated() {
 			continue
 		}
-		meta, err := commitMeta{TopicID: d.ids[ps.tp.Topic]}.encode()
+		meta, isClean, err := d.commitMetaFor(ctx, ps, p)
 		if err != nil {
 			ps.fail(err)
 			continue
 		}
 		offsets[ps.tp] = CommitOffset{Offset: p, Metadata: meta}
+		clean[ps.tp] = isClean
 	}
 	if len(offsets) == 0 {
 		return nil
@@ -142,6 +215,7 @@ func (d *drain) commit(ctx context.Context) error {
 	}
 	for tp, off := range offsets {
 		d.states[tp].committedAt(off.Offset)
+		d.committedMeta(d.states[tp], clean[tp])
 	}
 	return nil
 }

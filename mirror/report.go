@@ -46,8 +46,11 @@ type Report struct {
 	Errors []string `json:"errors,omitempty"`
 	// HubErrors are the topics left out because their event hub could not
 	// be used, with the kind of failure; each is also in Errors.
-	HubErrors  []HubError        `json:"hub_errors,omitempty"`
-	Partitions []PartitionReport `json:"partitions"`
+	HubErrors []HubError `json:"hub_errors,omitempty"`
+	// Deduplication is a one-line problem of deduplication
+	// (MIRROR_DEDUPLICATE), "" when there is none or it is off.
+	Deduplication string            `json:"deduplication,omitempty"`
+	Partitions    []PartitionReport `json:"partitions"`
 }
 
 // HubError is a topic left out of a drain because its event hub could not
@@ -77,6 +80,9 @@ type PartitionReport struct {
 	LagAfter  int64 `json:"lag_after"`
 	// Gap counts records removed by retention before they were mirrored.
 	Gap int64 `json:"gap,omitempty"`
+	// AlreadyMirrored counts records not sent again because their events
+	// were read back from the hub (MIRROR_DEDUPLICATE).
+	AlreadyMirrored int64 `json:"already_mirrored,omitempty"`
 	// SkippedOffsets lists oversized records left out (skip policy).
 	SkippedOffsets []int64 `json:"skipped_offsets,omitempty"`
 	// Note explains a decision the drain took, e.g. starting a recreated
@@ -187,8 +193,11 @@ func (r *Report) Lines() []string {
 	for _, e := range r.Errors {
 		lines = append(lines, "error: "+e)
 	}
+	if r.Deduplication != "" {
+		lines = append(lines, "deduplication: "+r.Deduplication)
+	}
 	for _, p := range r.Partitions {
-		if p.Records > 0 || p.Error != "" || p.Gap > 0 || len(p.SkippedOffsets) > 0 || p.Busy || p.Note != "" {
+		if p.Records > 0 || p.AlreadyMirrored > 0 || p.Error != "" || p.Gap > 0 || len(p.SkippedOffsets) > 0 || p.Busy || p.Note != "" {
 			lines = append(lines, p.String())
 		}
 	}
@@ -208,6 +217,9 @@ func (p PartitionReport) String() string {
 	}
 	if len(p.SkippedOffsets) > 0 {
 		fmt.Fprintf(&b, ", skipped oversized offsets %v", p.SkippedOffsets)
+	}
+	if p.AlreadyMirrored > 0 {
+		fmt.Fprintf(&b, ", %d records already in the hub not sent again", p.AlreadyMirrored)
 	}
 	if p.Note != "" {
 		b.WriteString(", " + p.Note)

@@ -70,6 +70,14 @@ func (p *partitionState) add(r *Record) {
 	p.mu.Unlock()
 }
 
+// addDone records that r needs no sending: its event was found in the hub.
+func (p *partitionState) addDone(r *Record) {
+	p.mu.Lock()
+	p.pending = append(p.pending, pendingRecord{offset: r.Offset, done: true})
+	p.next = r.Offset + 1
+	p.mu.Unlock()
+}
+
 // advance moves the commit point past records the fetch skipped (control
 // records, aborted transactions) or past a gap the policy accepted.
 func (p *partitionState) advance(next int64) {

@@ -1,0 +1,463 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// StoredEvent is an event read back from an event hub partition.
+type StoredEvent struct {
+	Sequence   int64
+	Body       []byte
+	Properties map[string]any
+	MessageID  string
+}
+
+// HubReader reads back what an event hub holds. A [Sink] that implements
+// it lets drains deduplicate (Options.Deduplicate). Reading needs the
+// Listen right; errors wrap ErrUnauthorized when it is missing.
+type HubReader interface {
+	// LastSequence returns the sequence number of the last event enqueued
+	// in one partition of hub, -1 when the partition holds none.
+	LastSequence(ctx context.Context, hub, partitionID string) (int64, error)
+	// ReadAfter calls fn, in order, for each event of one partition of hub
+	// whose sequence number is above after and at most until. It returns
+	// nil only when it reached until; events passed to fn before an error
+	// were read.
+	ReadAfter(ctx context.Context, hub, partitionID string, after, until int64, fn func(StoredEvent)) error
+	// CheckListen returns an error wrapping ErrUnauthorized when the
+	// credentials cannot read one partition of hub.
+	CheckListen(ctx context.Context, hub, partitionID string) error
+}
+
+// dedup is one drain's deduplication state (Options.Deduplicate).
+//
+// Every commit stores, beside the offset, for each hub partition the
+// partition's records may go to, a floor: a sequence number read before
+// the drain published anything there. A drain that ends having committed
+// everything it sent marks its last commit clean. A drain that takes over a
+// partition whose last commit is not clean reads each hub partition from
+// the floor to its current end and skips the records whose events it read
+// back, matched by provenance (topic, partition, offset, message id) and by
+// a digest of body and properties. Any doubt sends the record again.
+type dedup struct {
+	reader HubReader
+	// floors are, per hub and hub partition id, the last sequence number
+	// before this drain sent anything; missing where it could not be read.
+	floors map[string]map[string]int64
+	parts  map[*partitionState]*dedupPart
+	final  atomic.Bool // set before the drain's final commit
+	warned atomic.Bool // the metadata size warning was logged
+
+	mu sync.Mutex // guards the dedupParts' fields
+}
+
+// dedupPart is the deduplication state of one Kafka partition.
+type dedupPart struct {
+	// metaClean: the metadata stored with the group's commit says clean.
+	metaClean bool
+	// inherited are the floors of the last, unclean commit.
+	inherited map[string]int64
+	// present maps offsets of records found in the hub to their digest.
+	present    map[int64]uint64
+	presentMax int64
+	found      int64 // records not sent again because they were found
+}
+
+// reconcileTimeout bounds the reading of a drain's reconciliation.
+func reconcileTimeout(d *drain) time.Duration {
+	return min(max(d.lim.MaxDuration/4, 2*time.Second), 30*time.Second)
+}
+
+// startDedup reads the floors, reconciles partitions whose last commit was
+// not clean and commits each active partition's position with the new
+// floors before anything is sent. Failures are logged and reported; they
+// make the drain at-least-once, never skip a record.
+func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) {
+	if !d.m.opts.Deduplicate {
+		return
+	}
+	reader, ok := d.m.sink.(HubReader)
+	if !ok {
+		d.rep.Deduplication = "MIRROR_DEDUPLICATE is on but the Event Hubs sink cannot read events; at-least-once"
+		return
+	}
+	dd := &dedup{reader: reader, floors: make(map[string]map[string]int64), parts: make(map[*partitionState]*dedupPart)}
+	d.dd = dd
+
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout(d))
+	defer cancel()
+	var problems []string
+	var pmu sync.Mutex
+	problem := func(s string) {
+		pmu.Lock()
+		problems = append(problems, s)
+		pmu.Unlock()
+	}
+
+	// Floors of every hub partition, read in parallel.
+	var wg sync.WaitGroup
+	var fmu sync.Mutex
+	for name, hub := range d.hubs {
+		if d.senders[name] == nil {
+			continue
+		}
+		dd.floors[name] = make(map[string]int64)
+		for _, id := range hub.PartitionIDs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				seq, err := reader.LastSequence(ctx, name, id)
+				if err != nil {
+					problem(fmt.Sprintf("reading the last sequence number of event hub %q partition %s: %v", name, id, err))
+					return
+				}
+				fmu.Lock()
+				dd.floors[name][id] = seq
+				fmu.Unlock()
+			}()
+		}
+	}
+	for name, hub := range d.hubs {
+		if d.senders[name] == nil || len(hub.PartitionIDs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.m.checkListen(ctx, reader, name, hub.PartitionIDs[0]); err != nil {
+				problem(listenProblem(name))
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Which partitions need reconciling, and from where.
+	type span struct{ after, until int64 }
+	reads := make(map[string]map[string]*span)
+	byTP := make(map[TopicPartition]*partitionState)
+	for _, ps := range d.order {
+		cm, _ := parseCommitMeta(meta[ps.tp])
+		dp := &dedupPart{metaClean: cm.Clean, presentMax: -1}
+		dd.parts[ps] = dp
+		if ps.isFailed() || cm.Clean || ps.startCommitted == NoOffset || ps.start != ps.startCommitted || ps.note != "" {
+			continue
+		}
+		if cm.Floors == nil || cm.Hub != ps.hub || cm.TopicID != d.ids[ps.tp.Topic] {
+			problem(fmt.Sprintf("%s: the last commit was not a clean end and carries no usable sequence numbers; records after offset %d may be sent twice", ps.tp, ps.start))
+			continue
+		}
+		dp.inherited = cm.Floors
+		byTP[ps.tp] = ps
+		for id, after := range cm.Floors {
+			until, ok := dd.floors[ps.hub][id]
+			if !ok {
+				continue // already reported
+			}
+			if reads[ps.hub] == nil {
+				reads[ps.hub] = make(map[string]*span)
+			}
+			if sp := reads[ps.hub][id]; sp != nil {
+				sp.after = min(sp.after, after)
+			} else {
+				reads[ps.hub][id] = &span{after: after, until: until}
+			}
+		}
+	}
+	for hub, ids := range reads {
+		for id, sp := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := reader.ReadAfter(ctx, hub, id, sp.after, sp.until, func(ev StoredEvent) { dd.saw(byTP, hub, ev) })
+				switch {
+				case errors.Is(err, ErrUnauthorized):
+					problem(listenProblem(hub))
+				case err != nil:
+					problem(fmt.Sprintf("reconciling event hub %q partition %s: %v; records not read back are sent again", hub, id, err))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+
+	d.intentCommit(ctx, problem)
+	slices.Sort(problems)
+	problems = slices.Compact(problems)
+	for _, p := range problems {
+		d.logger.WarnContext(ctx, "deduplication", "problem", p)
+	}
+	if len(problems) > 0 {
+		d.rep.Deduplication = problems[0]
+		if len(problems) > 1 {
+			d.rep.Deduplication += fmt.Sprintf(" (and %d more problems)", len(problems)-1)
+		}
+	}
+}
+
+// saw records an event read back from hub when it is one of a reconciled
+// partition's records above its committed offset.
+func (dd *dedup) saw(byTP map[TopicPartition]*partitionState, hub string, ev StoredEvent) {
+	topic, _ := ev.Properties[PropTopic].(string)
+	part, ok1 := ev.Properties[PropPartition].(int64)
+	off, ok2 := ev.Properties[PropOffset].(int64)
+	if !ok1 || !ok2 || part < 0 || part > 1<<31-1 {
+		return
+	}
+	ps := byTP[TopicPartition{Topic: topic, Partition: int32(part)}]
+	if ps == nil || ps.hub != hub || off < ps.start || ev.MessageID != MessageID(topic, int32(part), off) {
+		return
+	}
+	dg := eventDigest(ev.Body, ev.Properties)
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	dp := dd.parts[ps]
+	if dp.present == nil {
+		dp.present = make(map[int64]uint64)
+	}
+	dp.present[off] = dg
+	dp.presentMax = max(dp.presentMax, off)
+}
+
+// already reports whether r's event was read back from the hub, with the
+// same provenance and content: then it is not sent again.
+func (dd *dedup) already(ps *partitionState, r *Record) bool {
+	dd.mu.Lock()
+	dp := dd.parts[ps]
+	if dp == nil || dp.present == nil {
+		dd.mu.Unlock()
+		return false
+	}
+	dg, ok := dp.present[r.Offset]
+	dd.mu.Unlock()
+	if !ok {
+		return false
+	}
+	ev := EventFor(r)
+	if eventDigest(ev.Body, ev.Properties) != dg {
+		return false
+	}
+	dd.mu.Lock()
+	delete(dp.present, r.Offset)
+	dp.found++
+	dd.mu.Unlock()
+	return true
+}
+
+// candidates are the ids of the hub partitions ps's records may go to.
+func (d *drain) candidates(ps *partitionState) []string {
+	ids := d.hubs[ps.hub].PartitionIDs
+	if d.m.opts.Partitioning == PartitionPreserve && len(ids) > 0 {
+		return []string{ids[int(ps.tp.Partition)%len(ids)]}
+	}
+	return ids
+}
+
+// floorsFor returns the floors to store with a commit of ps at offset p, or
+// nil when one is unknown.
+func (d *drain) floorsFor(ps *partitionState, p int64) map[string]int64 {
+	dd := d.dd
+	floors := make(map[string]int64)
+	for _, id := range d.candidates(ps) {
+		f, ok := dd.floors[ps.hub][id]
+		if !ok {
+			return nil
+		}
+		floors[id] = f
+	}
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	if dp := dd.parts[ps]; dp != nil && dp.inherited != nil && p <= dp.presentMax {
+		// Records found in the hub above p were published before this
+		// drain's floors: keep the older floors until they are committed.
+		for id, f := range dp.inherited {
+			if cur, ok := floors[id]; !ok || f < cur {
+				floors[id] = f
+			}
+		}
+	}
+	return floors
+}
+
+// commitMetaFor returns the metadata to store with a commit of ps at p.
+func (d *drain) commitMetaFor(ctx context.Context, ps *partitionState, p int64) (string, bool, error) {
+	cm := commitMeta{TopicID: d.ids[ps.tp.Topic]}
+	if d.dd == nil {
+		s, err := cm.encode()
+		return s, false, err
+	}
+	cm.Hub = ps.hub
+	if d.dd.final.Load() && p == ps.readMark() {
+		cm.Clean = true
+	} else {
+		cm.Floors = d.floorsFor(ps, p)
+	}
+	s, err := cm.encode()
+	if err != nil && cm.Floors != nil {
+		if !d.dd.warned.Swap(true) {
+			d.logger.WarnContext(ctx, "deduplication: too many event hub partitions to store their sequence numbers with the commit; a drain after an unclean end sends records again", "hub", ps.hub, "partitions", len(cm.Floors), "err", err)
+		}
+		cm.Floors = nil
+		s, err = cm.encode()
+	}
+	return s, cm.Clean, err
+}
+
+// needsCleanMark reports whether ps must be committed again at p although
+// p did not advance: the stored metadata is not clean and now can be.
+func (d *drain) needsCleanMark(ps *partitionState, p int64) bool {
+	if d.dd == nil || !d.dd.final.Load() || p < 0 || p != ps.lastCommitted() || p != ps.readMark() {
+		return false
+	}
+	d.dd.mu.Lock()
+	defer d.dd.mu.Unlock()
+	dp := d.dd.parts[ps]
+	return dp != nil && !dp.metaClean
+}
+
+// committedMeta records whether the metadata just committed for ps is clean.
+func (d *drain) committedMeta(ps *partitionState, clean bool) {
+	if d.dd == nil {
+		return
+	}
+	d.dd.mu.Lock()
+	if dp := d.dd.parts[ps]; dp != nil {
+		dp.metaClean = clean
+	}
+	d.dd.mu.Unlock()
+}
+
+// intentCommit commits, before anything is sent, each partition that has
+// records to read at its start offset with this drain's floors, so that a
+// drain killed before its first commit is reconciled by the next one.
+func (d *drain) intentCommit(ctx context.Context, problem func(string)) {
+	offsets := make(map[TopicPartition]CommitOffset)
+	for _, ps := range d.order {
+		ps.mu.Lock()
+		active := !ps.failed && ps.start < ps.end
+		start := ps.start
+		ps.mu.Unlock()
+		if !active {
+			continue
+		}
+		meta, _, err := d.commitMetaFor(ctx, ps, start)
+		if err != nil {
+			problem(fmt.Sprintf("%s: %v", ps.tp, err))
+			continue
+		}
+		offsets[ps.tp] = CommitOffset{Offset: start, Metadata: meta}
+	}
+	if len(offsets) == 0 {
+		return
+	}
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	if err := d.claim.CommitWithMetadata(ctx, offsets); err != nil {
+		problem(fmt.Sprintf("storing sequence numbers before sending: %v; if this drain ends uncleanly its records may be sent twice", err))
+		return
+	}
+	for tp, off := range offsets {
+		ps := d.states[tp]
+		ps.committedAt(off.Offset)
+		d.committedMeta(ps, false)
+	}
+}
+
+// foundCount is the number of records of ps not sent again because they
+// were found in the hub.
+func (d *drain) foundCount(ps *partitionState) int64 {
+	if d.dd == nil {
+		return 0
+	}
+	d.dd.mu.Lock()
+	defer d.dd.mu.Unlock()
+	if dp := d.dd.parts[ps]; dp != nil {
+		return dp.found
+	}
+	return 0
+}
+
+// eventDigest hashes an event's body and properties, so that an event read
+// back is matched to a record by content as well as by provenance.
+func eventDigest(body []byte, props map[string]any) uint64 {
+	h := fnv.New64a()
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var buf []byte
+	buf = strconv.AppendInt(buf, int64(len(body)), 10)
+	buf = append(buf, 0)
+	buf = append(buf, body...)
+	for _, k := range keys {
+		buf = append(buf, 0)
+		buf = append(buf, k...)
+		buf = append(buf, 0)
+		switch v := props[k].(type) {
+		case string:
+			buf = append(buf, 's')
+			buf = append(buf, v...)
+		case []byte:
+			buf = append(buf, 'b')
+			buf = strconv.AppendInt(buf, int64(len(v)), 10)
+			buf = append(buf, ':')
+			buf = append(buf, v...)
+		case int64:
+			buf = append(buf, 'i')
+			buf = strconv.AppendInt(buf, v, 10)
+		case bool:
+			buf = append(buf, 'o')
+			buf = strconv.AppendBool(buf, v)
+		case time.Time:
+			buf = append(buf, 't')
+			buf = strconv.AppendInt(buf, v.UnixMilli(), 10)
+		default:
+			buf = append(buf, 'x')
+			buf = fmt.Appendf(buf, "%T:%v", v, v)
+		}
+	}
+	_, _ = h.Write(buf)
+	return h.Sum64()
+}
+
+// listenCheckTTL is how long the result of a Listen check is reused.
+const listenCheckTTL = 5 * time.Minute
+
+// listenCheck is the cached outcome of a Listen check of one hub.
+type listenCheck struct {
+	err error
+	at  time.Time
+}
+
+// checkListen returns an error when the credentials lack the Listen right
+// on hub; the answer is cached for listenCheckTTL. Errors other than a
+// refusal count as a pass (the reading itself reports them).
+func (m *Mirror) checkListen(ctx context.Context, reader HubReader, hub, partitionID string) error {
+	m.mu.Lock()
+	c, ok := m.listen[hub]
+	m.mu.Unlock()
+	if ok && time.Since(c.at) < listenCheckTTL {
+		return c.err
+	}
+	err := reader.CheckListen(ctx, hub, partitionID)
+	if err != nil && !errors.Is(err, ErrUnauthorized) {
+		return nil
+	}
+	m.mu.Lock()
+	m.listen[hub] = listenCheck{err: err, at: time.Now()}
+	m.mu.Unlock()
+	return err
+}
+
+// listenProblem is the one-line problem of a missing Listen right.
+func listenProblem(hub string) string {
+	return fmt.Sprintf("MIRROR_DEDUPLICATE is on but the credentials lack the Listen right on event hub %q (grant the role Azure Event Hubs Data Receiver, or use a SAS policy with Listen): after an unclean end records are sent again (at-least-once)", hub)
+}
