@@ -94,7 +94,9 @@ func (s *Sink) ReadAfter(ctx context.Context, hub, partitionID string, after, un
 			return fmt.Errorf("eventhubs: reading %q partition %s: stopped at sequence number %d of %d: %w", hub, partitionID, last, until, err)
 		}
 		rctx, cancel := context.WithTimeout(ctx, receiveWait)
-		evs, err := pc.ReceiveEvents(rctx, 300, nil)
+		// Ask for no more than what is left, so the call returns as soon
+		// as the last event arrived.
+		evs, err := pc.ReceiveEvents(rctx, int(min(until-last, 300)), nil)
 		cancel()
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("eventhubs: reading %q partition %s after sequence number %d: %w", hub, partitionID, last, classify(err))

@@ -1,0 +1,229 @@
+package mirror_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ehmirror/ehmirror/emulator"
+	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// commitGate lets the next allow OffsetCommit requests through and cuts
+// every later one while closed: a drain whose commits fail after it sent
+// is an unclean end, as after a kill.
+type commitGate struct {
+	closed atomic.Bool
+	allow  atomic.Int32
+}
+
+func newCommitGate(e *env) *commitGate {
+	g := &commitGate{}
+	e.cluster.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		e.cluster.KeepControl()
+		if g.closed.Load() && g.allow.Add(-1) < 0 {
+			return nil, fmt.Errorf("injected: commit cut"), true
+		}
+		return nil, nil, false
+	})
+	return g
+}
+
+// cut lets the drain's first commit (its floors, before it sends) through
+// and fails every later one.
+func (g *commitGate) cut() { g.allow.Store(1); g.closed.Store(true) }
+
+func (g *commitGate) open() { g.closed.Store(false) }
+
+// produceKeyed writes n keyed records to each of the topic's partitions.
+func (e *env) produceKeyed(topic string, partitions, n int, tag string) {
+	e.t.Helper()
+	var recs []*kgo.Record
+	for p := range partitions {
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Key: fmt.Appendf(nil, "k%d", i%17), Value: fmt.Appendf(nil, "%s-%d-%d", tag, p, i)})
+		}
+	}
+	e.produce(recs...)
+}
+
+// exactlyOnce fails unless every offset below want[topic][partition] is in
+// hub exactly once and nothing else is.
+func exactlyOnce(t *testing.T, e *env, hub string, want map[string]int64) {
+	t.Helper()
+	counts := e.tally(hub, 4)
+	lost, dups := 0, 0
+	for topic, n := range want {
+		for p := range int32(4) {
+			for off := range n {
+				switch c := counts[provenance{topic, p, off}]; {
+				case c == 0:
+					lost++
+				case c > 1:
+					dups += c - 1
+				}
+			}
+		}
+	}
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	if lost > 0 || dups > 0 {
+		t.Fatalf("hub %s: %d lost, %d duplicates (%d events)", hub, lost, dups, total)
+	}
+}
+
+func alreadyMirrored(rep *mirror.Report) int64 {
+	var n int64
+	for _, p := range rep.Partitions {
+		n += p.AlreadyMirrored
+	}
+	return n
+}
+
+// TestDedupAfterUncleanEnd: a drain sends every record and its commits are
+// cut (an unclean end); the next drain publishes no record twice and loses
+// none, in every partitioning mode (hash spreads one Kafka partition over
+// every hub partition), and a drain after it starts clean.
+func TestDedupAfterUncleanEnd(t *testing.T) {
+	for _, part := range []mirror.Partitioning{mirror.PartitionByHash, mirror.PartitionPreserve, mirror.PartitionRoundRobin} {
+		t.Run(string(part), func(t *testing.T) {
+			e := newEnv(t)
+			const topic = "prod.test1"
+			gate := newCommitGate(e)
+			e.produceKeyed(topic, 4, 50, "a")
+			opts := mirror.Options{Deduplicate: true, Partitioning: part}
+
+			gate.cut()
+			rep1 := e.drain(e.newMirror(opts), mirror.Limits{})
+			if rep1.Records != 200 {
+				t.Fatalf("first drain sent %d records, want 200: %v", rep1.Records, rep1.Lines())
+			}
+			gate.open()
+			m := e.newMirror(opts)
+			for p, c := range e.committed(m, topic) {
+				if c > 0 {
+					t.Fatalf("partition %d committed %d although commits were cut", p, c)
+				}
+			}
+			rep2 := e.drain(m, mirror.Limits{})
+			if rep2.Records != 0 || alreadyMirrored(rep2) != 200 || rep2.Deduplication != "" {
+				t.Fatalf("second drain sent %d records, found %d in the hub, want 0 and 200: %v", rep2.Records, alreadyMirrored(rep2), rep2.Lines())
+			}
+			for p, c := range e.committed(m, topic) {
+				if c != 50 {
+					t.Fatalf("partition %d committed %d, want 50", p, c)
+				}
+			}
+			exactlyOnce(t, e, topic, map[string]int64{topic: 50})
+			src := e.newSource()
+			if md := e.committedMetadata(src, topic, 0); !strings.Contains(md, "clean=1") {
+				t.Fatalf("metadata after a clean end: %q", md)
+			}
+
+			// A clean end: the next drain reads nothing back.
+			e.produceKeyed(topic, 4, 10, "b")
+			rep3 := e.drain(m, mirror.Limits{})
+			if rep3.Records != 40 || alreadyMirrored(rep3) != 0 {
+				t.Fatalf("third drain: %d records, %d found: %v", rep3.Records, alreadyMirrored(rep3), rep3.Lines())
+			}
+			exactlyOnce(t, e, topic, map[string]int64{topic: 60})
+		})
+	}
+}
+
+// TestDedupPartialSendTwoTopicsOneHub: two topics with the same partitions
+// and offsets go to one hub; the first drain sends only part of them and
+// its commits are cut. The next drain sends exactly the rest: the events of
+// one topic never stand for records of the other.
+func TestDedupPartialSendTwoTopicsOneHub(t *testing.T) {
+	e := newEnv(t, emulator.HubConfig{Name: "merged", PartitionCount: 4})
+	gate := newCommitGate(e)
+	e.produceKeyed("prod.test1", 4, 30, "one")
+	e.produceKeyed("prod.test2", 4, 30, "two")
+	opts := mirror.Options{
+		Deduplicate: true,
+		Topics:      mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)},
+		Routes:      []mirror.Route{{Pattern: regexp.MustCompile(`^prod\.test[12]$`), Hub: "merged"}},
+	}
+	gate.cut()
+	rep1 := e.drain(e.newMirror(opts), mirror.Limits{MaxRecords: 100})
+	if rep1.Records == 0 || rep1.Records >= 240 {
+		t.Fatalf("first drain sent %d records, want part of 240: %v", rep1.Records, rep1.Lines())
+	}
+	gate.open()
+	rep2 := e.drain(e.newMirror(opts), mirror.Limits{})
+	if rep1.Records+rep2.Records != 240 || alreadyMirrored(rep2) != rep1.Records {
+		t.Fatalf("drains sent %d + %d records, second found %d: %v", rep1.Records, rep2.Records, alreadyMirrored(rep2), rep2.Lines())
+	}
+	exactlyOnce(t, e, "merged", map[string]int64{"prod.test1": 30, "prod.test2": 30})
+}
+
+// TestDedupWithoutListenRight: the credentials may send but not listen. The
+// drain after an unclean end says so in one line and sends everything again
+// (at-least-once): duplicates, nothing lost.
+func TestDedupWithoutListenRight(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test3"
+	emu, err := emulator.Start(context.Background(), emulator.Config{
+		Listen:   "127.0.0.1:0",
+		Hubs:     []emulator.HubConfig{{Name: topic, PartitionCount: 4}},
+		Policies: []emulator.Policy{{Name: "sender", Key: "c2VuZGVy", Rights: []string{emulator.RightSend}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emu.Close() })
+	e.emu = emu
+	conn := fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=sender;SharedAccessKey=c2VuZGVy;UseDevelopmentEmulator=true", emu.Addr())
+	newMirror := func() *mirror.Mirror {
+		src, err := kafka.NewSource(kafka.Options{Brokers: e.cluster.ListenAddrs(), Group: e.group, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = src.Close() })
+		sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: conn, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sink.Close(context.Background()) })
+		m, err := mirror.New(src, sink, mirror.Options{Deduplicate: true, Logger: testLogger(), CommitInterval: 100e6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	gate := newCommitGate(e)
+	e.produceKeyed(topic, 4, 25, "a")
+	gate.cut()
+	rep1 := e.drain(newMirror(), mirror.Limits{})
+	if rep1.Records != 100 || !strings.Contains(rep1.Deduplication, "Listen") {
+		t.Fatalf("first drain: %d records, deduplication %q", rep1.Records, rep1.Deduplication)
+	}
+	gate.open()
+	rep2 := e.drain(newMirror(), mirror.Limits{})
+	if rep2.Records != 100 || alreadyMirrored(rep2) != 0 {
+		t.Fatalf("second drain: %d records, %d found; want all 100 sent again: %v", rep2.Records, alreadyMirrored(rep2), rep2.Lines())
+	}
+	lines := strings.Join(rep2.Lines(), "\n")
+	if n := strings.Count(lines, "lack the Listen right"); n != 1 {
+		t.Fatalf("want the missing right in one line, got %d:\n%s", n, lines)
+	}
+	counts := e.tally(topic, 4)
+	for p := range int32(4) {
+		for off := range int64(25) {
+			if counts[provenance{topic, p, off}] != 2 {
+				t.Fatalf("%s/%d/%d in the hub %d times, want 2 (at-least-once)", topic, p, off, counts[provenance{topic, p, off}])
+			}
+		}
+	}
+}
