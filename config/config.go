@@ -49,6 +49,7 @@ const (
 	MirrorGapPolicy       = "MIRROR_GAP_POLICY"
 	MirrorOversizePolicy  = "MIRROR_OVERSIZE_POLICY"
 	MirrorCatchUpDuration = "MIRROR_CATCHUP_MAX_DURATION"
+	MirrorDeduplicate     = "MIRROR_DEDUPLICATE"
 )
 
 // Defaults of the settings that have one.
@@ -130,6 +131,9 @@ type Settings struct {
 	GapPolicy          mirror.GapPolicy
 	OversizePolicy     mirror.OversizePolicy
 	CatchUpMaxDuration time.Duration
+	// Deduplicate turns on reconciliation after an unclean end
+	// (MIRROR_DEDUPLICATE, default false: it needs the Listen right).
+	Deduplicate bool
 }
 
 // Load reads and checks every setting through getenv. It returns the
@@ -229,6 +233,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.GapPolicy = mirror.GapPolicy(l.choice(MirrorGapPolicy, "fail", "fail", "resume-earliest"))
 	s.OversizePolicy = mirror.OversizePolicy(l.choice(MirrorOversizePolicy, "fail", "fail", "skip"))
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
+	s.Deduplicate = l.boolean(MirrorDeduplicate, false)
 	return s, l.problems
 }
 
@@ -500,6 +505,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorGapPolicy:       string(s.GapPolicy),
 		MirrorOversizePolicy:  string(s.OversizePolicy),
 		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
+		MirrorDeduplicate:     strconv.FormatBool(s.Deduplicate),
 	}
 }
 

@@ -84,6 +84,7 @@ func (a *app) connect() error {
 		GapPolicy:      s.GapPolicy,
 		OversizePolicy: s.OversizePolicy,
 		InFlightBytes:  s.InFlightBytes,
+		Deduplicate:    s.Deduplicate,
 		Logger:         a.logger,
 		Control:        a.source,
 	})

@@ -267,6 +267,9 @@ type statusBody struct {
 	Run      *mirror.CatchUpStatus  `json:"run,omitempty"`
 	CatchUps []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
 	Drains   []*mirror.Report       `json:"last_drains"`
+	// Deduplication is the last drain's deduplication problem in one line
+	// (MIRROR_DEDUPLICATE), for example a missing Listen right.
+	Deduplication string `json:"deduplication,omitempty"`
 }
 
 // status reports lag per partition, recent drains, catch-ups, problems and
@@ -304,6 +307,7 @@ func (a *app) status(c echo.Context) error {
 	body.CatchUps = a.service.CatchUps()
 	if reports := a.service.Reports(); len(reports) > 0 {
 		body.Drains = reports
+		body.Deduplication = lastDeduplication(reports)
 	}
 	body.OK = err == nil && health.OK
 	switch {
@@ -354,4 +358,19 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 		"Cache-Control":           "no-store",
 	}}
 	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, logs...))
+}
+
+// lastDeduplication is the deduplication problem of the latest drain that
+// ran (reports are oldest first or newest first; the latest start wins).
+func lastDeduplication(reports []*mirror.Report) string {
+	var last *mirror.Report
+	for _, r := range reports {
+		if r != nil && r.Stopped != mirror.StopNothingToDo && (last == nil || r.Started.After(last.Started)) {
+			last = r
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return last.Deduplication
 }
