@@ -227,3 +227,55 @@ func TestDedupWithoutListenRight(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupIgnoresForgedProvenance: an event with a record's exact
+// provenance but other content (another deployment mirroring a topic of
+// the same name into the same hub) does not stand for the record: the
+// record is sent.
+func TestDedupIgnoresForgedProvenance(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test4"
+	gate := newCommitGate(e)
+	e.produceKeyed(topic, 1, 40, "real")
+	opts := mirror.Options{Deduplicate: true, Partitioning: mirror.PartitionPreserve, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test4$`)}}
+	gate.cut()
+	rep1 := e.drain(e.newMirror(opts), mirror.Limits{MaxRecords: 10})
+	if rep1.Records == 0 || rep1.Records >= 40 {
+		t.Fatalf("first drain sent %d records: %v", rep1.Records, rep1.Lines())
+	}
+	// Forge offset 30 of partition 0: same provenance and message id,
+	// another body.
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sink.Close(context.Background()) }()
+	ctx := context.Background()
+	forged := mirror.EventFor(&mirror.Record{Topic: topic, Partition: 0, Offset: 30, Key: []byte("k13"), Value: []byte("forged")})
+	b, err := sink.NewBatch(ctx, topic, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add(&forged); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Send(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	gate.open()
+	rep2 := e.drain(e.newMirror(opts), mirror.Limits{})
+	if rep1.Records+rep2.Records != 40 || alreadyMirrored(rep2) != rep1.Records {
+		t.Fatalf("drains sent %d + %d, second found %d: %v", rep1.Records, rep2.Records, alreadyMirrored(rep2), rep2.Lines())
+	}
+	var real bool
+	for _, recs := range e.mirrored(topic, 4) {
+		for _, r := range recs {
+			if r.Partition == 0 && r.Offset == 30 && string(r.Value) == "real-0-30" {
+				real = true
+			}
+		}
+	}
+	if !real {
+		t.Fatal("record 30 was skipped because of a forged event")
+	}
+}
