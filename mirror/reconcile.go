@@ -461,3 +461,19 @@ func (m *Mirror) checkListen(ctx context.Context, reader HubReader, hub, partiti
 func listenProblem(hub string) string {
 	return fmt.Sprintf("MIRROR_DEDUPLICATE is on but the credentials lack the Listen right on event hub %q (grant the role Azure Event Hubs Data Receiver, or use a SAS policy with Listen): after an unclean end records are sent again (at-least-once)", hub)
 }
+
+// zombie reports, with deduplication on, whether the drain's claim was
+// lost: its senders then publish nothing more, so that the partitions' new
+// owner, which reconciles when it starts, is not followed by late events.
+// A batch already on the wire cannot be recalled.
+func (d *drain) zombie() bool {
+	if d.dd == nil {
+		return false
+	}
+	select {
+	case <-d.claim.Lost():
+		return true
+	default:
+		return false
+	}
+}

@@ -85,6 +85,12 @@ func (s *sender) run(ctx context.Context) {
 // skipping drops it when its partition already failed or this sender is
 // dead. A dropped record is never acknowledged, so nothing past it commits.
 func (s *sender) skipping(it *item) bool {
+	if s.d.zombie() {
+		// The new owner may already have reconciled: never publish
+		// after the claim is lost. Not acknowledged, so not committed.
+		s.d.inflight.Release(it.weight)
+		return true
+	}
 	if s.dead == nil && !it.ps.isFailed() {
 		return false
 	}
