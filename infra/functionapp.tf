@@ -72,6 +72,7 @@ locals {
       MIRROR_OVERSIZE_POLICY = var.mirror_oversize_policy
 
       MIRROR_CATCHUP_MAX_DURATION = var.mirror_catchup_max_duration
+      MIRROR_DEDUPLICATE          = tostring(var.mirror_deduplicate)
     },
     # KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_TLS_CA_PEM
     local.kafka_secret_references,
@@ -173,6 +174,18 @@ resource "azurerm_role_assignment" "function_app" {
   principal_id         = azurerm_user_assigned_identity.function_app.principal_id
   principal_type       = "ServicePrincipal"
   description          = each.value.description
+}
+
+# Only with MIRROR_DEDUPLICATE on: read events back after an unclean end
+# (Listen), so that no record is published twice. Off, the app cannot read.
+resource "azurerm_role_assignment" "function_app_receiver" {
+  count = var.mirror_deduplicate ? 1 : 0
+
+  scope                = azurerm_eventhub_namespace.this.id
+  role_definition_name = "Azure Event Hubs Data Receiver"
+  principal_id         = azurerm_user_assigned_identity.function_app.principal_id
+  principal_type       = "ServicePrincipal"
+  description          = "ehmirror function app reads mirrored events back to skip records already published (MIRROR_DEDUPLICATE)."
 }
 
 # Azure RBAC is eventually consistent: a new assignment can take minutes to

@@ -580,3 +580,9 @@ variable "mirror_oversize_policy" {
     error_message = "mirror_oversize_policy must be \"fail\" or \"skip\"."
   }
 }
+
+variable "mirror_deduplicate" {
+  description = "Read events back after an unclean end so that no record is published twice (MIRROR_DEDUPLICATE). Grants the app's identity Azure Event Hubs Data Receiver on the namespace."
+  type        = bool
+  default     = false
+}
