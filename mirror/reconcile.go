@@ -171,12 +171,17 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 			}
 		}
 	}
+	began := time.Now()
+	var events atomic.Int64
 	for hub, ids := range reads {
 		for id, sp := range ids {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := reader.ReadAfter(ctx, hub, id, sp.after, sp.until, func(ev StoredEvent) { dd.saw(byTP, hub, ev) })
+				err := reader.ReadAfter(ctx, hub, id, sp.after, sp.until, func(ev StoredEvent) {
+					events.Add(1)
+					dd.saw(byTP, hub, ev)
+				})
 				switch {
 				case errors.Is(err, ErrUnauthorized):
 					problem(listenProblem(hub))
@@ -187,6 +192,15 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 		}
 	}
 	wg.Wait()
+	if len(byTP) > 0 {
+		found := 0
+		dd.mu.Lock()
+		for _, dp := range dd.parts {
+			found += len(dp.present)
+		}
+		dd.mu.Unlock()
+		d.logger.InfoContext(ctx, "reconciled after an unclean end", "partitions", len(byTP), "events_read", events.Load(), "records_found", found, "duration_ms", time.Since(began).Milliseconds())
+	}
 
 	d.intentCommit(ctx, problem)
 	slices.Sort(problems)
@@ -294,7 +308,9 @@ func (d *drain) commitMetaFor(ctx context.Context, ps *partitionState, p int64) 
 		return s, false, err
 	}
 	cm.Hub = ps.hub
-	if d.dd.final.Load() && p == ps.readMark() {
+	if d.dd.final.Load() && p == ps.readMark() && p > d.dd.presentMax(ps) {
+		// Nothing this drain handed over is unacknowledged, and no event
+		// found in the hub (published by an earlier drain) lies above p.
 		cm.Clean = true
 	} else {
 		cm.Floors = d.floorsFor(ps, p)
@@ -310,6 +326,16 @@ func (d *drain) commitMetaFor(ctx context.Context, ps *partitionState, p int64) 
 	return s, cm.Clean, err
 }
 
+// presentMax is the highest offset of ps found in the hub, -1 if none.
+func (dd *dedup) presentMax(ps *partitionState) int64 {
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	if dp := dd.parts[ps]; dp != nil {
+		return dp.presentMax
+	}
+	return -1
+}
+
 // needsCleanMark reports whether ps must be committed again at p although
 // p did not advance: the stored metadata is not clean and now can be.
 func (d *drain) needsCleanMark(ps *partitionState, p int64) bool {
@@ -319,7 +345,7 @@ func (d *drain) needsCleanMark(ps *partitionState, p int64) bool {
 	d.dd.mu.Lock()
 	defer d.dd.mu.Unlock()
 	dp := d.dd.parts[ps]
-	return dp != nil && !dp.metaClean
+	return dp != nil && !dp.metaClean && p > dp.presentMax
 }
 
 // committedMeta records whether the metadata just committed for ps is clean.
