@@ -324,3 +324,51 @@ func TestDedupResolvesLostAcknowledgements(t *testing.T) {
 	}
 	exactlyOnce(t, e, topic, map[string]int64{topic: 20})
 }
+
+// TestDedupUnreadHubPartitionIsSentAgain: hash partitioning spreads one
+// Kafka partition over every hub partition; when one hub partition is not
+// read back (here: its floor is missing from the commit), the records that
+// went there are sent again and none is lost, while those found elsewhere
+// are not.
+func TestDedupUnreadHubPartitionIsSentAgain(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test2"
+	gate := newCommitGate(e)
+	e.produceKeyed(topic, 1, 60, "a")
+	opts := mirror.Options{Deduplicate: true, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test2$`)}}
+	gate.cut()
+	if rep := e.drain(e.newMirror(opts), mirror.Limits{}); rep.Records != 60 {
+		t.Fatalf("first drain: %v", rep.Lines())
+	}
+	gate.open()
+	src := e.newSource()
+	md := e.committedMetadata(src, topic, 0)
+	if !strings.Contains(md, " seq=0:") || !strings.Contains(md, ",3:") {
+		t.Fatalf("metadata without floors of every hub partition: %q", md)
+	}
+	before := e.tally(topic, 4)
+	inThree := int64(len(e.mirrored(topic, 4)[3]))
+	if inThree == 0 || inThree == 60 {
+		t.Fatalf("hash put %d of 60 records into hub partition 3; the test needs some", inThree)
+	}
+	// Drop hub partition 3's floor.
+	i := strings.Index(md, ",3:")
+	j := strings.IndexAny(md[i+1:], ", ")
+	cut := md[:i]
+	if j >= 0 {
+		cut += md[i+1+j:]
+	}
+	e.commitAs(src, topic, 0, 0, cut)
+
+	rep := e.drain(e.newMirror(opts), mirror.Limits{})
+	if rep.Records != inThree || alreadyMirrored(rep) != 60-inThree {
+		t.Fatalf("sent %d, found %d; want %d sent again (hub partition 3) and %d found: %v", rep.Records, alreadyMirrored(rep), inThree, 60-inThree, rep.Lines())
+	}
+	after := e.tally(topic, 4)
+	for off := range int64(60) {
+		p := provenance{topic, 0, off}
+		if after[p] == 0 || after[p] > before[p]+1 {
+			t.Fatalf("%v: %d in the hub (before %d)", p, after[p], before[p])
+		}
+	}
+}
