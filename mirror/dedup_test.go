@@ -50,7 +50,14 @@ func (e *env) produceKeyed(topic string, partitions, n int, tag string) {
 	var recs []*kgo.Record
 	for p := range partitions {
 		for i := range n {
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Key: fmt.Appendf(nil, "k%d", i%17), Value: fmt.Appendf(nil, "%s-%d-%d", tag, p, i)})
+			r := &kgo.Record{Topic: topic, Partition: int32(p), Key: fmt.Appendf(nil, "k%d", i%17), Value: fmt.Appendf(nil, "%s-%d-%d", tag, p, i)}
+			switch i % 3 {
+			case 1: // headers, repeated names, the order property
+				r.Headers = []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}, {Key: "a#b", Value: nil}, {Key: "trace", Value: []byte("t2")}}
+			case 2: // a tombstone without a key
+				r.Key, r.Value = nil, nil
+			}
+			recs = append(recs, r)
 		}
 	}
 	e.produce(recs...)
