@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,14 +85,25 @@ func (k kill) String() string {
 // continuously. The restarted process's first claim waits for the dead
 // member's session (6 s) to expire.
 func TestHandlerKilledMidDrain(t *testing.T) {
+	handlerKilledMidDrain(t, "4", "handler process killed with SIGKILL mid-drain at random points, restarted, drained again", false)
+}
+
+// TestHandlerKilledMidDrainDeduplicated (4d) is scenario 4 with
+// MIRROR_DEDUPLICATE=true: the drain after each kill reads back what the
+// killed one published, so no record may arrive twice.
+func TestHandlerKilledMidDrainDeduplicated(t *testing.T) {
+	handlerKilledMidDrain(t, "4d", "as 4, with MIRROR_DEDUPLICATE=true: zero duplicates", true)
+}
+
+func handlerKilledMidDrain(t *testing.T, id, title string, dedup bool) {
 	e := newEnv(t, envConfig{})
-	f := newFigures(t, "4", "handler process killed with SIGKILL mid-drain at random points, restarted, drained again")
+	f := newFigures(t, id, title)
 	ctx := context.Background()
 	rng := newRand(t)
 	// A small in-flight bound, and acknowledgements slowed down while the
 	// killed drains run, make a drain of the backlog last seconds, so that
 	// each kill point lands inside one.
-	h := e.startHandler("a", map[string]string{config.MirrorInFlightBytes: "8KiB"})
+	h := e.startHandler("a", map[string]string{config.MirrorInFlightBytes: "8KiB", config.MirrorDeduplicate: strconv.FormatBool(dedup)})
 	p := e.startProducer(producerConfig{Batch: 4})
 
 	kills := scale(3, 24)
@@ -152,6 +164,9 @@ func TestHandlerKilledMidDrain(t *testing.T) {
 	}
 	v := e.verify(expectation{Records: recs})
 	e.assert(f, v)
+	if dedup && v.Duplicates != 0 {
+		t.Errorf("%d duplicates with MIRROR_DEDUPLICATE=true, want 0", v.Duplicates)
+	}
 	byPoint := map[killPoint]int{}
 	missed := 0
 	for _, k := range done {
