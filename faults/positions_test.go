@@ -105,8 +105,19 @@ func TestKafkaCompactedTopicWithLag(t *testing.T) {
 // commits (each drain should still commit), and nothing is committed past
 // unacknowledged records.
 func TestKafkaCommitCutMidDrain(t *testing.T) {
+	kafkaCommitCutMidDrain(t, "3e", "OffsetCommit connection cut mid-drain (one commit in three)", false)
+}
+
+// TestKafkaCommitCutMidDrainDeduplicated (3e-d) is 3e with
+// MIRROR_DEDUPLICATE on: a drain after a cut commit reads back what was
+// published since the last commit, so no record may arrive twice.
+func TestKafkaCommitCutMidDrainDeduplicated(t *testing.T) {
+	kafkaCommitCutMidDrain(t, "3e-d", "as 3e, with MIRROR_DEDUPLICATE=true: zero duplicates", true)
+}
+
+func kafkaCommitCutMidDrain(t *testing.T, id, title string, dedup bool) {
 	e := newEnv(t, envConfig{})
-	f := newFigures(t, "3e", "OffsetCommit connection cut mid-drain (one commit in three)")
+	f := newFigures(t, id, title)
 	ctx := context.Background()
 	var seen, cut, afterCut atomic.Int64
 	var lastCut atomic.Bool
@@ -127,14 +138,17 @@ func TestKafkaCommitCutMidDrain(t *testing.T) {
 			return nil, nil, false
 		})
 	})
-	s := inProcess{e: e, f: f, m: e.newMirror(mirror.Options{}), lim: mirror.Limits{MaxDuration: 2 * time.Second}, warmup: time.Second}
+	s := inProcess{e: e, f: f, m: e.newMirror(mirror.Options{Deduplicate: dedup}), lim: mirror.Limits{MaxDuration: 2 * time.Second}, warmup: time.Second}
 	rounds := scale(8, 60)
-	s.run(ctx, func(ctx context.Context) {
+	_, v := s.run(ctx, func(ctx context.Context) {
 		for range rounds {
 			e.inject("commit cut")
 			sleepCtx(ctx, 500*time.Millisecond)
 		}
 	})
+	if dedup && v.Duplicates != 0 {
+		t.Errorf("%d duplicates with MIRROR_DEDUPLICATE=true, want 0", v.Duplicates)
+	}
 	f.note("%d of %d OffsetCommits cut (connection closed, no answer); a commit was accepted after %d of them", cut.Load(), seen.Load(), afterCut.Load())
 	if cut.Load() > 0 && afterCut.Load() == 0 {
 		t.Error("no commit was accepted after a cut one")

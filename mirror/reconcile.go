@@ -105,11 +105,15 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 	// Floors of every hub partition, read in parallel.
 	var wg sync.WaitGroup
 	var fmu sync.Mutex
+	for name := range d.hubs {
+		if d.senders[name] != nil {
+			dd.floors[name] = make(map[string]int64)
+		}
+	}
 	for name, hub := range d.hubs {
 		if d.senders[name] == nil {
 			continue
 		}
-		dd.floors[name] = make(map[string]int64)
 		for _, id := range hub.PartitionIDs {
 			wg.Add(1)
 			go func() {
@@ -385,7 +389,13 @@ func (d *drain) intentCommit(ctx context.Context, problem func(string)) {
 	}
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
-	if err := d.claim.CommitWithMetadata(ctx, offsets); err != nil {
+	err := d.claim.CommitWithMetadata(ctx, offsets)
+	if err != nil && ctx.Err() == nil {
+		// Once more: without it, a drain whose every commit fails leaves
+		// the previous clean mark, and its records are sent twice.
+		err = d.claim.CommitWithMetadata(ctx, offsets)
+	}
+	if err != nil {
 		problem(fmt.Sprintf("storing sequence numbers before sending: %v; if this drain ends uncleanly its records may be sent twice", err))
 		return
 	}
