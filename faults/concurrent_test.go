@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,12 +28,24 @@ import (
 // invocation and every catch-up drain counts as faulted (any of them may be
 // cut by a rebalance).
 func TestConcurrentDrains(t *testing.T) {
+	concurrentDrains(t, "5", "timer drain, catch-up run and a second handler process on one group at once", false)
+}
+
+// TestConcurrentDrainsDeduplicated (5d) is 5 with MIRROR_DEDUPLICATE=true:
+// drains cut by a rebalance are reconciled by the partitions' next owner.
+// Duplicates are measured, not asserted zero: a batch already on the wire
+// when a claim is lost can land after the new owner reconciled.
+func TestConcurrentDrainsDeduplicated(t *testing.T) {
+	concurrentDrains(t, "5d", "as 5, with MIRROR_DEDUPLICATE=true", true)
+}
+
+func concurrentDrains(t *testing.T, id, title string, dedup bool) {
 	e := newEnv(t, envConfig{})
-	f := newFigures(t, "5", "timer drain, catch-up run and a second handler process on one group at once")
+	f := newFigures(t, id, title)
 	ctx := context.Background()
 	// Slow acknowledgements and a small in-flight bound make each drain
 	// last long enough for the others to join the group while it runs.
-	settings := map[string]string{"MIRROR_MAX_DURATION": "3s", "MIRROR_INFLIGHT_BYTES": "16KiB"}
+	settings := map[string]string{"MIRROR_MAX_DURATION": "3s", "MIRROR_INFLIGHT_BYTES": "16KiB", "MIRROR_DEDUPLICATE": strconv.FormatBool(dedup)}
 	a := e.startHandler("a", settings)
 	b := e.startHandler("b", settings)
 	e.emu.Faults().DelayDispositions(30 * time.Millisecond)
