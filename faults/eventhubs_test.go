@@ -132,13 +132,24 @@ func TestProducerLinkDetached(t *testing.T) {
 // it hears so, commits nothing past them, and the next drain sends them
 // again. These are the duplicates at-least-once delivery allows.
 func TestAcksDelayedPastDeadline(t *testing.T) {
+	acksDelayedPastDeadline(t, "2c", "Event Hubs acknowledgements delayed past the drain's deadline", false)
+}
+
+// TestAcksDelayedPastDeadlineDeduplicated (2c-d) is 2c with
+// MIRROR_DEDUPLICATE=true: the next drain reads the stored but
+// unacknowledged events back instead of sending them again.
+func TestAcksDelayedPastDeadlineDeduplicated(t *testing.T) {
+	acksDelayedPastDeadline(t, "2c-d", "as 2c, with MIRROR_DEDUPLICATE=true: zero duplicates", true)
+}
+
+func acksDelayedPastDeadline(t *testing.T, id, title string, dedup bool) {
 	e := newEnv(t, envConfig{})
-	f := newFigures(t, "2c", "Event Hubs acknowledgements delayed past the drain's deadline")
+	f := newFigures(t, id, title)
 	ctx := context.Background()
 	lim := mirror.Limits{MaxDuration: time.Second}
-	s := inProcess{e: e, f: f, m: e.newMirror(mirror.Options{}), lim: lim}
+	s := inProcess{e: e, f: f, m: e.newMirror(mirror.Options{Deduplicate: dedup}), lim: lim}
 	rounds := scale(2, 20)
-	reps, _ := s.run(ctx, func(ctx context.Context) {
+	reps, v := s.run(ctx, func(ctx context.Context) {
 		for range rounds {
 			e.emu.Faults().DelayDispositions(1500 * time.Millisecond)
 			e.inject("acknowledgements delayed 1.5 s")
@@ -159,5 +170,8 @@ func TestAcksDelayedPastDeadline(t *testing.T) {
 	f.note("%d drains gave up at their deadline with events stored but unacknowledged", timedOut)
 	if timedOut == 0 {
 		t.Error("no drain hit its deadline: the delay did not bite")
+	}
+	if dedup && v.Duplicates != 0 {
+		t.Errorf("%d duplicates with MIRROR_DEDUPLICATE=true, want 0", v.Duplicates)
 	}
 }
