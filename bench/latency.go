@@ -1,0 +1,276 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ehmirror/ehmirror/config"
+	"github.com/ehmirror/ehmirror/funchost"
+	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/functions/appbuild"
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// FollowSetting is the app setting that turns follow mode on or off.
+const FollowSetting = "MIRROR_FOLLOW"
+
+// LatencyConfig configures the steady-load latency case: a producer writes
+// Rate keyed records of Size bytes per second for Duration while the real
+// handler runs under the local Functions host (funchost) with Schedule.
+type LatencyConfig struct {
+	Rate     int           // records per second; default 20,000
+	Size     int           // value bytes; default 1 KiB
+	Duration time.Duration // default 60 s
+	// Schedule is MIRROR_SCHEDULE; default the project's (every minute).
+	Schedule string
+	// Follow lists the MIRROR_FOLLOW values to run, in order; default
+	// false then true.
+	Follow []bool
+	// Settle bounds the wait, after the producer stops, for the last
+	// records to arrive; default Duration plus two schedule periods (2 min).
+	Settle time.Duration
+}
+
+func (c LatencyConfig) withDefaults() LatencyConfig {
+	if c.Rate <= 0 {
+		c.Rate = 20_000
+	}
+	if c.Size <= 0 {
+		c.Size = 1 << 10
+	}
+	if c.Duration <= 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Schedule == "" {
+		c.Schedule = functions.DefaultMirrorSchedule
+	}
+	if len(c.Follow) == 0 {
+		c.Follow = []bool{false, true}
+	}
+	if c.Settle <= 0 {
+		c.Settle = c.Duration + 2*time.Minute
+	}
+	return c
+}
+
+// LatencyResult is one steady-load run: for every event, latency = its
+// Event Hubs enqueued time − its Kafka record timestamp.
+type LatencyResult struct {
+	Follow   bool    `json:"follow"`
+	Schedule string  `json:"schedule"`
+	Rate     int     `json:"rate_records_per_s"`
+	Size     int     `json:"record_bytes"`
+	Seconds  float64 `json:"produce_seconds"`
+	Produced int64   `json:"produced"`
+	Mirrored int64   `json:"mirrored"` // events found in the emulator
+	P50Ms    float64 `json:"latency_p50_ms"`
+	P99Ms    float64 `json:"latency_p99_ms"`
+	MaxMs    float64 `json:"latency_max_ms"`
+	// Invocations are the timer invocations seen, with their durations.
+	Invocations []float64 `json:"invocation_seconds"`
+	Log         string    `json:"log"` // the handler's and the host's output
+}
+
+// runLatency runs the latency case once per follow mode.
+func runLatency(ctx context.Context, cfg Config, lc LatencyConfig) ([]LatencyResult, error) {
+	lc = lc.withDefaults()
+	appDir := filepath.Join(cfg.OutDir, "app")
+	cfg.Logger.Info("building the function app", "dir", appDir)
+	if err := appbuild.Build(ctx, cfg.ModuleRoot, appDir); err != nil {
+		return nil, fmt.Errorf("bench: latency: %w", err)
+	}
+	var out []LatencyResult
+	for _, follow := range lc.Follow {
+		cfg.Logger.Info("case latency", "follow", follow, "rate", lc.Rate, "seconds", lc.Duration.Seconds(), "schedule", lc.Schedule)
+		r, err := latencyRun(ctx, cfg, lc, appDir, follow)
+		if err != nil {
+			return out, fmt.Errorf("bench: latency (follow %t): %w", follow, err)
+		}
+		cfg.Logger.Info("latency", "follow", follow, "produced", r.Produced, "mirrored", r.Mirrored, "p50_ms", r.P50Ms, "p99_ms", r.P99Ms, "max_ms", r.MaxMs, "invocations_s", r.Invocations)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string, follow bool) (LatencyResult, error) {
+	res := LatencyResult{Follow: follow, Schedule: lc.Schedule, Rate: lc.Rate, Size: lc.Size}
+	shape := Shape{Name: "latency", Size: lc.Size, Keyed: true}
+	// Keep every event in the emulator: the latencies are read at the end.
+	total := int64(lc.Rate) * int64(lc.Duration/time.Second+1) * int64(lc.Size+512)
+	in, err := startInfraWith(ctx, shape, infraOptions{PartitionBytes: max(total/int64(NumPartitions), emulatorPartitionBytes)})
+	if err != nil {
+		return res, err
+	}
+	defer in.close()
+
+	settings := handlerSettings(in.brokers(), in.connectionString())
+	settings[config.KafkaGroup] = fmt.Sprintf("bench-latency-%t", follow)
+	settings[functions.MirrorScheduleSetting] = lc.Schedule
+	settings[FollowSetting] = fmt.Sprint(follow)
+	res.Log = filepath.Join(cfg.OutDir, fmt.Sprintf("latency-follow-%t.log", follow))
+	logf, err := os.Create(res.Log)
+	if err != nil {
+		return res, fmt.Errorf("handler log: %w", err)
+	}
+	defer logf.Close()
+	var invocations []float64
+	var invMu sync.Mutex
+	h, err := funchost.New(appDir, funchost.Options{
+		Settings: settings,
+		Stdout:   logf,
+		Stderr:   logf,
+		OnResult: func(r *funchost.Result) {
+			invMu.Lock()
+			invocations = append(invocations, round2(r.Duration.Seconds()))
+			invMu.Unlock()
+		},
+	})
+	if err != nil {
+		return res, fmt.Errorf("functions host: %w", err)
+	}
+	if errs := h.FunctionErrors(); len(errs) > 0 {
+		return res, fmt.Errorf("functions host could not index every function: %v", errs)
+	}
+	if err := h.Start(ctx); err != nil {
+		_ = h.Stop()
+		return res, fmt.Errorf("starting the handler: %w", err)
+	}
+	schedCtx, stopSched := context.WithCancel(ctx)
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		_ = h.RunSchedules(schedCtx)
+	}()
+	defer func() {
+		stopSched()
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_ = h.Interrupt(ictx)
+		cancel()
+		<-schedDone
+	}()
+
+	produced, err := produceSteady(ctx, in, lc)
+	res.Produced = produced
+	res.Seconds = lc.Duration.Seconds()
+	if err != nil {
+		return res, err
+	}
+	deadline := time.Now().Add(lc.Settle)
+	for in.emulatorEvents() < produced && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	lat, err := latencies(in)
+	if err != nil {
+		return res, err
+	}
+	res.Mirrored = int64(len(lat))
+	if len(lat) > 0 {
+		sort.Float64s(lat)
+		res.P50Ms = round2(percentile(lat, 0.50))
+		res.P99Ms = round2(percentile(lat, 0.99))
+		res.MaxMs = round2(lat[len(lat)-1])
+	}
+	invMu.Lock()
+	res.Invocations = append([]float64(nil), invocations...)
+	invMu.Unlock()
+	if res.Mirrored < produced {
+		return res, fmt.Errorf("only %d of %d records reached the emulator within %s (log: %s)", res.Mirrored, produced, lc.Settle, res.Log)
+	}
+	return res, nil
+}
+
+// produceSteady produces lc.Rate records per second, keyed, spread over
+// every partition, each stamped with the time it is produced, for
+// lc.Duration. It returns how many records were acknowledged.
+func produceSteady(ctx context.Context, in *infra, lc LatencyConfig) (int64, error) {
+	var failed atomic.Pointer[error]
+	var acked atomic.Int64
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.CompareAndSwap(nil, &err)
+			return
+		}
+		acked.Add(1)
+	}
+	start := time.Now()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	var n int64
+	offsets := make([]int64, NumTopics*NumPartitions)
+	for {
+		now := time.Now()
+		el := now.Sub(start)
+		if el >= lc.Duration {
+			break
+		}
+		want := int64(el.Seconds() * float64(lc.Rate))
+		for ; n < want; n++ {
+			i := int(n % int64(len(offsets)))
+			ti, p := i/NumPartitions, i%NumPartitions
+			off := offsets[i]
+			offsets[i]++
+			r := &kgo.Record{
+				Topic:     in.gen.topics[ti],
+				Partition: int32(p),
+				Key:       in.gen.key(ti, p, off),
+				Value:     in.gen.value(ti, p, off),
+				Timestamp: now,
+			}
+			in.producer.Produce(ctx, r, done)
+		}
+		if errp := failed.Load(); errp != nil {
+			return acked.Load(), fmt.Errorf("producing: %w", *errp)
+		}
+		select {
+		case <-ctx.Done():
+			return acked.Load(), ctx.Err()
+		case <-tick.C:
+		}
+	}
+	if err := in.producer.Flush(ctx); err != nil {
+		return acked.Load(), fmt.Errorf("flushing the producer: %w", err)
+	}
+	if errp := failed.Load(); errp != nil {
+		return acked.Load(), fmt.Errorf("producing: %w", *errp)
+	}
+	return acked.Load(), nil
+}
+
+// latencies returns, for every event the emulator holds, its enqueued time
+// minus its record's Kafka timestamp, in milliseconds.
+func latencies(in *infra) ([]float64, error) {
+	var out []float64
+	for ti := range NumTopics {
+		for p := range NumPartitions {
+			for _, ev := range in.emu.Events(TopicName(ti), p) {
+				ts, ok := ev.Properties[mirror.PropTimestamp].(time.Time)
+				if !ok {
+					return nil, fmt.Errorf("event %d of %s/%d has no %s property", ev.SequenceNumber, TopicName(ti), p, mirror.PropTimestamp)
+				}
+				out = append(out, float64(ev.EnqueuedTime.Sub(ts).Microseconds())/1000)
+			}
+		}
+	}
+	return out, nil
+}
+
+// percentile returns the q-quantile of sorted xs (nearest rank).
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
