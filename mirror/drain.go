@@ -349,6 +349,8 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}
 	}()
 
+	followCtx, cancelFollow := d.followContext(readCtx)
+	defer cancelFollow()
 	var readers sync.WaitGroup
 	for _, ps := range d.order {
 		if ps.isFailed() {
@@ -357,7 +359,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			d.read(readCtx, ps)
+			d.read(followCtx, ps)
 		}()
 	}
 	readers.Wait()
@@ -376,6 +378,8 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 			d.stop(StopCanceled)
 		case workCtx.Err() != nil:
 			d.stop(StopMaxDuration)
+		case d.followEnded(ctx, workCtx):
+			d.stop(StopFollowed)
 		default:
 			d.stop(StopCaughtUp)
 		}
@@ -399,7 +403,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	ps.mu.Unlock()
 	backoff := d.m.opts.RetryBackoff
 	for offset >= 0 && !ps.isFailed() && ctx.Err() == nil {
-		if offset >= end {
+		if offset >= end && !d.keepFollowing(ctx) {
 			return // caught up
 		}
 		f, err := d.m.source.Fetch(ctx, ps.tp, offset, d.m.opts.FetchBytes)
@@ -432,7 +436,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		ps.advance(f.Next)
 		if f.Next > offset {
 			offset = f.Next
-		} else if len(f.Records) == 0 {
+		} else if len(f.Records) == 0 && !d.keepFollowing(ctx) {
 			// Nothing returned and no progress: the partition is at its
 			// stable end for now.
 			return
@@ -635,7 +639,7 @@ func (d *drain) report(ctx context.Context) {
 		d.rep.LagAfter += pr.LagAfter
 		d.rep.Partitions = append(d.rep.Partitions, pr)
 	}
-	if d.rep.Stopped == StopCaughtUp && !caughtUp {
+	if (d.rep.Stopped == StopCaughtUp || d.rep.Stopped == StopFollowed) && !caughtUp {
 		// Readers ended at the end they saw, but failed partitions or new
 		// records left lag behind.
 		if d.rep.Failed() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // item is one record's event on its way to Event Hubs.
@@ -53,28 +54,27 @@ func (s *sender) run(ctx context.Context) {
 		if s.add(batch, first) {
 			items = append(items, first)
 		}
-	fill:
+		var lingerUntil time.Time // zero: send what is queued now
+		if l := s.linger(); l > 0 {
+			lingerUntil = time.Now().Add(l)
+		}
 		for {
-			select {
-			case it, ok := <-s.in:
-				if !ok {
-					break fill
-				}
-				if s.skipping(it) {
-					continue
-				}
-				if err := batch.Add(&it.event); err != nil {
-					if errors.Is(err, ErrBatchFull) {
-						carry = it
-						break fill
-					}
-					s.oversized(it, err)
-					continue
-				}
-				items = append(items, it)
-			default:
-				break fill
+			it, ok := s.next(lingerUntil)
+			if !ok || it == nil {
+				break
 			}
+			if s.skipping(it) {
+				continue
+			}
+			if err := batch.Add(&it.event); err != nil {
+				if errors.Is(err, ErrBatchFull) {
+					carry = it
+					break
+				}
+				s.oversized(it, err)
+				continue
+			}
+			items = append(items, it)
 		}
 		if len(items) > 0 {
 			s.send(ctx, batch, items)
