@@ -49,6 +49,9 @@ const (
 	MirrorGapPolicy       = "MIRROR_GAP_POLICY"
 	MirrorOversizePolicy  = "MIRROR_OVERSIZE_POLICY"
 	MirrorCatchUpDuration = "MIRROR_CATCHUP_MAX_DURATION"
+	// MirrorFollow: a scheduled drain, once caught up, follows its
+	// partitions until shortly before the next tick (issue 16).
+	MirrorFollow = "MIRROR_FOLLOW"
 )
 
 // Defaults of the settings that have one.
@@ -130,6 +133,8 @@ type Settings struct {
 	GapPolicy          mirror.GapPolicy
 	OversizePolicy     mirror.OversizePolicy
 	CatchUpMaxDuration time.Duration
+	// Follow: scheduled drains follow their partitions once caught up.
+	Follow bool
 }
 
 // Load reads and checks every setting through getenv. It returns the
@@ -229,6 +234,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.GapPolicy = mirror.GapPolicy(l.choice(MirrorGapPolicy, "fail", "fail", "resume-earliest"))
 	s.OversizePolicy = mirror.OversizePolicy(l.choice(MirrorOversizePolicy, "fail", "fail", "skip"))
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
+	s.Follow = l.boolean(MirrorFollow, true)
 	return s, l.problems
 }
 
@@ -494,6 +500,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorMaxRecords:      strconv.FormatInt(s.Limits.MaxRecords, 10),
 		MirrorMaxBytes:        strconv.FormatInt(s.Limits.MaxBytes, 10),
 		MirrorMaxDuration:     s.Limits.MaxDuration.String(),
+		MirrorFollow:          strconv.FormatBool(s.Follow),
 		MirrorInFlightBytes:   strconv.FormatInt(s.InFlightBytes, 10),
 		MirrorPartitioning:    string(s.Partitioning),
 		MirrorRoutes:          s.RoutesText,

@@ -104,7 +104,8 @@ func (a *app) mirrorTimer(c echo.Context) error {
 	if timer.IsPastDue {
 		run = "timer (past due)"
 	}
-	rep, err := a.service.Drain(c.Request().Context(), run)
+	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
+	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
 	lines := rep.Lines()
 	for _, l := range lines {
 		a.logger.Info(l)

@@ -83,3 +83,12 @@ func FollowUntil(now, nextTick time.Time, margin, minWindow time.Duration) time.
 	}
 	return until
 }
+
+// DrainFollowing runs one drain within the service's limits that, once
+// caught up, follows its partitions until until (see Limits.FollowUntil),
+// and keeps its report. A zero until is Drain.
+func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Time) (*Report, error) {
+	lim := s.limits
+	lim.FollowUntil = until
+	return s.drain(ctx, run, lim)
+}
