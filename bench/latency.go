@@ -19,6 +19,9 @@ import (
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
+// timerFunctionName is the function app's timer function.
+const timerFunctionName = "MirrorTimer"
+
 // FollowSetting is the app setting that turns follow mode on or off.
 const FollowSetting = "MIRROR_FOLLOW"
 
@@ -157,6 +160,17 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 		<-schedDone
 	}()
 
+	// Measure the steady state: start producing just after the first
+	// scheduled tick, when the mirror runs as it always will.
+	if sched, ok := h.Schedule(timerFunctionName); ok {
+		first := sched.Next(time.Now())
+		cfg.Logger.Info("waiting for the first tick", "at", first.Format(time.TimeOnly))
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(time.Until(first) + time.Second):
+		}
+	}
 	produced, err := produceSteady(ctx, in, lc)
 	res.Produced = produced
 	res.Seconds = lc.Duration.Seconds()
