@@ -77,9 +77,22 @@ type LatencyResult struct {
 	P50Ms    float64 `json:"latency_p50_ms"`
 	P99Ms    float64 `json:"latency_p99_ms"`
 	MaxMs    float64 `json:"latency_max_ms"`
+	// WorstSeconds are the seconds of production (from its start) whose
+	// records waited longest, worst first, with that second's maximum and
+	// p99 latency: they show whether the tail is at the ticks.
+	WorstSeconds []SecondLatency `json:"worst_seconds"`
 	// Invocations are the timer invocations seen, with their durations.
 	Invocations []float64 `json:"invocation_seconds"`
 	Log         string    `json:"log"` // the handler's and the host's output
+}
+
+// SecondLatency is the latency of the records produced in one second.
+type SecondLatency struct {
+	Second  int     `json:"second"` // from the start of production
+	Clock   string  `json:"clock"`  // wall clock, UTC
+	Records int     `json:"records"`
+	P99Ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
 }
 
 // runLatency runs the latency case once per follow mode.
@@ -97,7 +110,7 @@ func runLatency(ctx context.Context, cfg Config, lc LatencyConfig) ([]LatencyRes
 		if err != nil {
 			return out, fmt.Errorf("bench: latency (follow %t): %w", follow, err)
 		}
-		cfg.Logger.Info("latency", "follow", follow, "produced", r.Produced, "mirrored", r.Mirrored, "p50_ms", r.P50Ms, "p99_ms", r.P99Ms, "max_ms", r.MaxMs, "invocations_s", r.Invocations)
+		cfg.Logger.Info("latency", "follow", follow, "produced", r.Produced, "mirrored", r.Mirrored, "p50_ms", r.P50Ms, "p99_ms", r.P99Ms, "max_ms", r.MaxMs, "invocations_s", r.Invocations, "worst_seconds", fmt.Sprint(r.WorstSeconds))
 		out = append(out, r)
 	}
 	return out, nil
@@ -171,6 +184,7 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 		case <-time.After(time.Until(first) + time.Second):
 		}
 	}
+	start := time.Now()
 	produced, err := produceSteady(ctx, in, lc)
 	res.Produced = produced
 	res.Seconds = lc.Duration.Seconds()
@@ -185,10 +199,11 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	lat, err := latencies(in)
+	lat, bySecond, err := latencies(in, start)
 	if err != nil {
 		return res, err
 	}
+	res.WorstSeconds = worstSeconds(bySecond, start, 8)
 	res.Mirrored = int64(len(lat))
 	if len(lat) > 0 {
 		sort.Float64s(lat)
@@ -264,20 +279,36 @@ func produceSteady(ctx context.Context, in *infra, lc LatencyConfig) (int64, err
 
 // latencies returns, for every event the emulator holds, its enqueued time
 // minus its record's Kafka timestamp, in milliseconds.
-func latencies(in *infra) ([]float64, error) {
+func latencies(in *infra, start time.Time) ([]float64, map[int][]float64, error) {
 	var out []float64
+	bySecond := map[int][]float64{}
 	for ti := range NumTopics {
 		for p := range NumPartitions {
 			for _, ev := range in.emu.Events(TopicName(ti), p) {
 				ts, ok := ev.Properties[mirror.PropTimestamp].(time.Time)
 				if !ok {
-					return nil, fmt.Errorf("event %d of %s/%d has no %s property", ev.SequenceNumber, TopicName(ti), p, mirror.PropTimestamp)
+					return nil, nil, fmt.Errorf("event %d of %s/%d has no %s property", ev.SequenceNumber, TopicName(ti), p, mirror.PropTimestamp)
 				}
-				out = append(out, float64(ev.EnqueuedTime.Sub(ts).Microseconds())/1000)
+				l := float64(ev.EnqueuedTime.Sub(ts).Microseconds()) / 1000
+				out = append(out, l)
+				sec := int(ts.Sub(start.Truncate(time.Second)) / time.Second)
+				bySecond[sec] = append(bySecond[sec], l)
 			}
 		}
 	}
-	return out, nil
+	return out, bySecond, nil
+}
+
+// worstSeconds returns the n seconds with the highest maximum latency.
+func worstSeconds(bySecond map[int][]float64, start time.Time, n int) []SecondLatency {
+	var out []SecondLatency
+	for sec, ls := range bySecond {
+		sort.Float64s(ls)
+		out = append(out, SecondLatency{Second: sec, Clock: start.Truncate(time.Second).Add(time.Duration(sec) * time.Second).UTC().Format(time.TimeOnly),
+			Records: len(ls), P99Ms: round2(percentile(ls, 0.99)), MaxMs: round2(ls[len(ls)-1])})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].MaxMs > out[j].MaxMs })
+	return out[:min(n, len(out))]
 }
 
 // percentile returns the q-quantile of sorted xs (nearest rank).
