@@ -402,11 +402,13 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	end := ps.end
 	ps.mu.Unlock()
 	backoff := d.m.opts.RetryBackoff
+	pf := &prefetcher{d: d, tp: ps.tp}
+	defer pf.stop()
 	for offset >= 0 && !ps.isFailed() && ctx.Err() == nil {
 		if offset >= end && !d.keepFollowing(ctx) {
 			return // caught up
 		}
-		f, err := d.m.source.Fetch(ctx, ps.tp, offset, d.m.opts.FetchBytes)
+		f, err := pf.fetch(ctx, offset)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -427,6 +429,9 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		backoff = d.m.opts.RetryBackoff
 		end = f.Watermarks.End
 		ps.setEnd(end)
+		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
+			pf.start(ctx, f.Next)
+		}
 		for i := range f.Records {
 			r := &f.Records[i]
 			if !d.handOver(ctx, ps, r) {
