@@ -88,9 +88,13 @@ type LatencyResult struct {
 
 // SecondLatency is the latency of the records produced in one second.
 type SecondLatency struct {
-	Second  int     `json:"second"` // from the start of production
-	Clock   string  `json:"clock"`  // wall clock, UTC
-	Records int     `json:"records"`
+	Second  int    `json:"second"` // from the start of production
+	Clock   string `json:"clock"`  // wall clock, UTC
+	Records int    `json:"records"`
+	// StallMs is the longest a 10 ms ticker of the benchmark process
+	// (kfake, the emulator and the producer) fired late in that second:
+	// the machine's CPU contention, not the mirror's.
+	StallMs float64 `json:"bench_process_stall_ms"`
 	P99Ms   float64 `json:"p99_ms"`
 	MaxMs   float64 `json:"max_ms"`
 }
@@ -185,25 +189,33 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 		}
 	}
 	start := time.Now()
+	stopStalls := watchStalls(start)
 	produced, err := produceSteady(ctx, in, lc)
 	res.Produced = produced
 	res.Seconds = lc.Duration.Seconds()
 	if err != nil {
+		stopStalls()
 		return res, err
 	}
 	deadline := time.Now().Add(lc.Settle)
 	for in.emulatorEvents() < produced && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
+			stopStalls()
 			return res, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+	st := stopStalls()
 	lat, bySecond, err := latencies(in, start)
 	if err != nil {
 		return res, err
 	}
 	res.WorstSeconds = worstSeconds(bySecond, start, 8)
+	for i := range res.WorstSeconds {
+		res.WorstSeconds[i].StallMs = round2(st[res.WorstSeconds[i].Second])
+	}
+
 	res.Mirrored = int64(len(lat))
 	if len(lat) > 0 {
 		sort.Float64s(lat)
@@ -318,4 +330,38 @@ func percentile(sorted []float64, q float64) float64 {
 	}
 	i := int(q*float64(len(sorted))+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// watchStalls measures, per second from start, how late a 10 ms ticker of
+// this process fires. The returned function stops it and returns the
+// worst lateness of each second in milliseconds.
+func watchStalls(start time.Time) func() map[int]float64 {
+	stop := make(chan struct{})
+	done := make(chan map[int]float64)
+	go func() {
+		worst := map[int]float64{}
+		const every = 10 * time.Millisecond
+		last := time.Now()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- worst
+				return
+			case <-t.C:
+				now := time.Now()
+				late := now.Sub(last) - every
+				last = now
+				sec := int(now.Sub(start.Truncate(time.Second)) / time.Second)
+				if ms := float64(late.Microseconds()) / 1000; ms > worst[sec] {
+					worst[sec] = ms
+				}
+			}
+		}
+	}()
+	return func() map[int]float64 {
+		close(stop)
+		return <-done
+	}
 }
