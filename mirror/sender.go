@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+// senderQueue is the capacity of a sender's queue. A sender sends what is
+// queued when its previous send returns, so the queue bounds a batch: it
+// holds a full 1 MB batch of 100-byte records (about 4,000 events) twice.
+// Memory is bounded by the in-flight bytes, not by this.
+const senderQueue = 8192
+
 // item is one record's event on its way to Event Hubs.
 type item struct {
 	ps     *partitionState
@@ -141,10 +147,12 @@ func (s *sender) send(ctx context.Context, batch Batch, items []*item) {
 		s.failItems(fmt.Errorf("event hub %q partition %s: %w", s.hub, s.partitionID, err), items...)
 		return
 	}
+	var weight int64
 	for _, it := range items {
 		it.ps.ack(it.offset, it.size)
-		s.d.inflight.Release(it.weight)
+		weight += it.weight
 	}
+	s.d.inflight.Release(weight)
 }
 
 // failItems fails the partitions of items, which are then not acknowledged.
