@@ -11,7 +11,7 @@ LISTEN   ?= 127.0.0.1:5672
 # deadline exceeded" (golang/go#75804, fixed in go1.27).
 FUZZTIME ?= 100000x
 
-.PHONY: help demo test unit vet fmt-check fuzz infra-test build package start dev-env emulator bench soak deploy clean
+.PHONY: help demo test unit vet fmt-check fuzz infra-test conformance build package start dev-env emulator bench soak deploy clean browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ help: ## list the targets
 demo: ## mirror the seed's 10,000 messages through embedded Kafka, the emulator and the real handler, then verify
 	$(GO) run ./scripts/demo
 
-test: vet fmt-check unit fuzz infra-test ## every test: vet, gofmt, unit/integration (race), short fuzz runs, Terraform
+test: vet fmt-check unit fuzz infra-test conformance ## every test: vet, gofmt, unit/integration (race), short fuzz runs, Terraform, the SDK suite against the emulator
 	@echo "make test: all checks passed"
 
 vet: ## go vet
@@ -29,8 +29,13 @@ fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-unit: ## go test -race ./...
+unit: browser ## go test -race ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+browser: ## headless chromium for the status page test; installed with apt-get when CI=true and missing
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then :; \
+	elif [ "$$CI" = "true" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else echo "the status page test needs a headless browser: apt-get install -y chromium"; fi
 
 fuzz: ## short runs of every fuzz target (FUZZTIME executions each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./emulator/amqp
@@ -40,6 +45,8 @@ fuzz: ## short runs of every fuzz target (FUZZTIME executions each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInvocation$$' -fuzztime $(FUZZTIME) ./functions
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCatchUpBody$$' -fuzztime $(FUZZTIME) ./handler
+	$(GO) test -run '^$$' -fuzz '^FuzzParseOffsetsBody$$' -fuzztime $(FUZZTIME) ./handler
+	$(GO) test -run '^$$' -fuzz '^FuzzHeaderRoundTrip$$' -fuzztime $(FUZZTIME) ./mirror
 
 infra-test: ## terraform fmt, validate and test against the real azurerm provider (builds it once, ~20 min)
 	bash scripts/terraform-check.sh
@@ -71,14 +78,18 @@ dev-env: ## embedded Kafka on 127.0.0.1:9092 and the Event Hubs emulator on 127.
 emulator: ## the Event Hubs emulator alone: make emulator CONFIG=path/to/Config.json LISTEN=127.0.0.1:5672
 	$(GO) run ./scripts/emulator $(if $(CONFIG),-config $(CONFIG)) -listen $(LISTEN)
 
+conformance: ## the azeventhubs v2.0.2 SDK's own test suite against the emulator (Node.js+npm for Azurite; loopback ports 5671, 443)
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "make conformance: Node.js 20+ and npm are required (Azurite, the checkpoint store)"; exit 1; }
+	$(GO) run ./scripts/conformance
+
 bench: ## throughput against the Kafka-read and Event-Hubs-send limits; writes .bench/latest.json
 	$(GO) run ./scripts/bench
 
 soak: ## the long fault-injection soak (minutes)
 	EHMIRROR_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run 'Soak' -v ./faults/
 
-deploy: package ## terraform apply, then zip-deploy the package (needs az login)
-	bash scripts/deploy.sh
+deploy: package ## terraform apply, then zip-deploy the package (needs az login; DEPLOY_ARGS=--yes or CI=true: no prompt)
+	bash scripts/deploy.sh $(DEPLOY_ARGS)
 
 clean: ## remove build outputs
 	rm -rf build dist .bench

@@ -2,8 +2,11 @@ package emulator
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -15,10 +18,32 @@ import (
 // sends full (1 MiB) batches of 1 KiB events to one partition. It reports
 // MB/s of event bodies. Retention is capped at 64 MiB per partition so the
 // benchmark's memory stays bounded.
-func BenchmarkIngest1KiB(b *testing.B) {
-	srv := startServer(b, Config{Hubs: []HubConfig{{Name: "bench", PartitionCount: 4, MaxPartitionBytes: 64 << 20}}})
+func BenchmarkIngest1KiB(b *testing.B) { benchIngest(b, false) }
+
+// BenchmarkIngest1KiBTLS is BenchmarkIngest1KiB over amqps.
+func BenchmarkIngest1KiBTLS(b *testing.B) { benchIngest(b, true) }
+
+func benchIngest(b *testing.B, useTLS bool) {
+	cfg := Config{Hubs: []HubConfig{{Name: "bench", PartitionCount: 4, MaxPartitionBytes: 64 << 20}}}
+	var opts *azeventhubs.ProducerClientOptions
+	if useTLS {
+		cert, certPEM, _, err := SelfSignedCertificate("localhost")
+		if err != nil {
+			b.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(certPEM)
+		cfg.TLSListen, cfg.TLSCertificate = "127.0.0.1:0", &cert
+		opts = &azeventhubs.ProducerClientOptions{TLSConfig: &tls.Config{RootCAs: roots, ServerName: "localhost"}}
+	}
+	srv := startServer(b, cfg)
 	ctx := context.Background()
-	p, err := azeventhubs.NewProducerClientFromConnectionString(srv.ConnectionString(), "bench", nil)
+	cs := srv.ConnectionString()
+	if useTLS {
+		_, port, _ := net.SplitHostPort(srv.TLSAddr())
+		cs = "Endpoint=sb://localhost:" + port + ";SharedAccessKeyName=" + DefaultKeyName + ";SharedAccessKey=" + DefaultKey
+	}
+	p, err := azeventhubs.NewProducerClientFromConnectionString(cs, "bench", opts)
 	if err != nil {
 		b.Fatal(err)
 	}

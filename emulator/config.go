@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ type HubConfig struct {
 	// MaxPartitionBytes, when positive, caps the bytes of retained events per
 	// partition: the oldest events are dropped first. Counters keep counting.
 	MaxPartitionBytes int64
+	// Policies are the hub's shared access policies; their tokens are valid
+	// for this hub only.
+	Policies []Policy
 }
 
 // Config configures a [Server].
@@ -51,6 +55,16 @@ type Config struct {
 	// Listen is the TCP address to listen on (default 127.0.0.1:5672; use
 	// port 0 to pick a free port).
 	Listen string
+	// TLSListen, when set, is the address of an amqps listener (the service
+	// uses port 5671), which needs TLSCertificate.
+	TLSListen string
+	// WebSocketListen, when set, is the address of an AMQP over WebSockets
+	// listener (path /$servicebus/websocket, subprotocol amqp; the service
+	// uses wss on port 443): over TLS with TLSCertificate, plain otherwise.
+	WebSocketListen string
+	// TLSCertificate is the certificate of the TLS and WebSocket listeners
+	// (see SelfSignedCertificate).
+	TLSCertificate *tls.Certificate
 	// Namespace names the emulated namespace in error descriptions
 	// (default "emulator").
 	Namespace string
@@ -58,11 +72,22 @@ type Config struct {
 	// are checked against (defaults RootManageSharedAccessKey and
 	// SAS_KEY_VALUE, like Microsoft's emulator).
 	KeyName, Key string
+	// Policies are more shared access policies of the namespace, besides
+	// KeyName/Key (which has the Manage right).
+	Policies []Policy
+	// EntraID, when it has signing keys or trusts loopback clients, accepts
+	// Entra ID tokens next to SAS tokens and applies role assignments.
+	EntraID EntraID
 	// AcceptAnyToken skips SAS token validation: every put-token succeeds and
 	// links need no claim.
 	AcceptAnyToken bool
 	// Hubs are the event hubs that exist from the start.
 	Hubs []HubConfig
+	// DataDir, when set, keeps every partition's events, sequence numbers
+	// and offsets in files under this directory across restarts: events are
+	// written to the OS before they are acknowledged, and loaded by Start.
+	// Hubs are still defined by Hubs (a hub's files are kept by name).
+	DataDir string
 	// Now is the clock used for enqueued times and retention (default
 	// time.Now). SAS token expiry is always checked against the wall clock,
 	// because the SDK signs tokens with the wall clock.
@@ -100,20 +125,34 @@ func (h HubConfig) validate() error {
 			return fmt.Errorf("ConsumerGroups[%d]: invalid consumer group name %q", i, cg)
 		}
 	}
-	return nil
+	return validatePolicies(h.Policies)
 }
 
-// configFile is Microsoft's Event Hubs emulator Config.json.
+// configFile is Microsoft's Event Hubs emulator Config.json, plus this
+// emulator's additions: SharedAccessPolicies and RoleAssignments per
+// namespace and per entity, and EntraId per namespace.
 type configFile struct {
 	UserConfig *struct {
 		NamespaceConfig []struct {
-			Type     string
-			Name     string
+			Type                 string
+			Name                 string
+			SharedAccessPolicies []Policy
+			RoleAssignments      []RoleAssignment
+			EntraID              *struct {
+				SigningKeys                     []string
+				TrustUnsignedTokensFromLoopback bool
+				Audiences                       []string
+			} `json:"EntraId"`
 			Entities []struct {
 				Name           string
 				PartitionCount json.RawMessage
 				ConsumerGroups []struct {
 					Name string
+				}
+				SharedAccessPolicies []Policy
+				RoleAssignments      []struct {
+					Principal string
+					Role      string
 				}
 			}
 		}
@@ -121,59 +160,97 @@ type configFile struct {
 }
 
 // LoadConfigFile reads hubs from a JSON file in the format of Microsoft's
-// Event Hubs emulator Config.json:
+// Event Hubs emulator Config.json; see [LoadConfig].
+func LoadConfigFile(path string) ([]HubConfig, error) {
+	cfg, err := LoadConfig(path)
+	return cfg.Hubs, err
+}
+
+// LoadConfig reads a JSON file in the format of Microsoft's Event Hubs
+// emulator Config.json:
 //
 //	{"UserConfig":{"NamespaceConfig":[{"Type":"EventHub","Name":"emulatorNs1",
 //	  "Entities":[{"Name":"eh1","PartitionCount":"2","ConsumerGroups":[{"Name":"cg1"}]}]}]}}
 //
-// PartitionCount may be a string (as Microsoft writes it) or a number. Errors
-// are one line naming the file and the offending field.
-func LoadConfigFile(path string) ([]HubConfig, error) {
+// PartitionCount may be a string (as Microsoft writes it) or a number. This
+// emulator's additions, all optional: "SharedAccessPolicies"
+// ([{"Name","Key","Rights":["Listen","Send","Manage"]}]) on a namespace or an
+// entity; "RoleAssignments" ([{"Principal":"<oid>","Role":"Azure Event Hubs
+// Data Sender","Hub":""}]) on a namespace, or without Hub on an entity; and
+// "EntraId" ({"SigningKeys":["<PEM>"],"TrustUnsignedTokensFromLoopback":true,
+// "Audiences":[…]}) on a namespace. The returned Config has Hubs, Policies
+// and EntraID set. Errors are one line naming the file and the offending
+// field.
+func LoadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: cannot read config: %w", path, errors.Unwrap(err))
+		return Config{}, fmt.Errorf("%s: cannot read config: %w", path, errors.Unwrap(err))
 	}
-	return parseConfig(path, data)
+	return parseConfigFile(path, data)
 }
 
 func parseConfig(path string, data []byte) ([]HubConfig, error) {
+	cfg, err := parseConfigFile(path, data)
+	return cfg.Hubs, err
+}
+
+func parseConfigFile(path string, data []byte) (Config, error) {
 	var f configFile
+	var cfg Config
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %s", path, describeJSONError(data, err))
+		return cfg, fmt.Errorf("%s: %s", path, describeJSONError(data, err))
 	}
 	if f.UserConfig == nil {
-		return nil, fmt.Errorf("%s: UserConfig: missing", path)
+		return cfg, fmt.Errorf("%s: UserConfig: missing", path)
 	}
-	var hubs []HubConfig
 	seen := map[string]string{}
 	for i, ns := range f.UserConfig.NamespaceConfig {
 		nsField := fmt.Sprintf("UserConfig.NamespaceConfig[%d]", i)
 		if ns.Type != "" && !strings.EqualFold(ns.Type, "EventHub") {
-			return nil, fmt.Errorf("%s: %s.Type: unsupported type %q, want \"EventHub\"", path, nsField, ns.Type)
+			return cfg, fmt.Errorf("%s: %s.Type: unsupported type %q, want \"EventHub\"", path, nsField, ns.Type)
+		}
+		if err := validatePolicies(ns.SharedAccessPolicies); err != nil {
+			return cfg, fmt.Errorf("%s: %s.SharedAccess%w", path, nsField, err)
+		}
+		cfg.Policies = append(cfg.Policies, ns.SharedAccessPolicies...)
+		cfg.EntraID.RoleAssignments = append(cfg.EntraID.RoleAssignments, ns.RoleAssignments...)
+		if e := ns.EntraID; e != nil {
+			cfg.EntraID.SigningKeys = append(cfg.EntraID.SigningKeys, e.SigningKeys...)
+			cfg.EntraID.TrustUnsignedFromLoopback = cfg.EntraID.TrustUnsignedFromLoopback || e.TrustUnsignedTokensFromLoopback
+			cfg.EntraID.Audiences = append(cfg.EntraID.Audiences, e.Audiences...)
 		}
 		for j, e := range ns.Entities {
 			field := fmt.Sprintf("%s.Entities[%d]", nsField, j)
 			n, err := parsePartitionCount(e.PartitionCount)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %s.PartitionCount: %w", path, field, err)
+				return cfg, fmt.Errorf("%s: %s.PartitionCount: %w", path, field, err)
 			}
-			h := HubConfig{Name: e.Name, PartitionCount: n}
+			h := HubConfig{Name: e.Name, PartitionCount: n, Policies: e.SharedAccessPolicies}
 			for _, cg := range e.ConsumerGroups {
 				h.ConsumerGroups = append(h.ConsumerGroups, cg.Name)
 			}
 			if err := h.validate(); err != nil {
-				return nil, fmt.Errorf("%s: %s.%w", path, field, err)
+				if strings.HasPrefix(err.Error(), "Policies") {
+					return cfg, fmt.Errorf("%s: %s.SharedAccess%w", path, field, err)
+				}
+				return cfg, fmt.Errorf("%s: %s.%w", path, field, err)
+			}
+			for _, ra := range e.RoleAssignments {
+				cfg.EntraID.RoleAssignments = append(cfg.EntraID.RoleAssignments, RoleAssignment{Principal: ra.Principal, Role: ra.Role, Hub: e.Name})
 			}
 			key := strings.ToLower(h.Name)
 			if prev, dup := seen[key]; dup {
-				return nil, fmt.Errorf("%s: %s.Name: duplicate event hub %q (also at %s)", path, field, h.Name, prev)
+				return cfg, fmt.Errorf("%s: %s.Name: duplicate event hub %q (also at %s)", path, field, h.Name, prev)
 			}
 			seen[key] = field
-			hubs = append(hubs, h)
+			cfg.Hubs = append(cfg.Hubs, h)
 		}
 	}
-	return hubs, nil
+	if _, err := parseEntraID(cfg.EntraID); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
 }
 
 func parsePartitionCount(raw json.RawMessage) (int, error) {

@@ -73,3 +73,38 @@ func TestPartitionCountAsNumber(t *testing.T) {
 		t.Fatalf("got %+v, %v", hubs, err)
 	}
 }
+
+// TestConfigFileAuthAdditions: policies, role assignments and EntraId are
+// additions to Microsoft's format.
+func TestConfigFileAuthAdditions(t *testing.T) {
+	doc := `{"UserConfig":{"NamespaceConfig":[{"Type":"EventHub","Name":"ns",
+	  "SharedAccessPolicies":[{"Name":"listen","Key":"a2V5","Rights":["Listen"]}],
+	  "RoleAssignments":[{"Principal":"oid-1","Role":"Azure Event Hubs Data Owner"}],
+	  "EntraId":{"TrustUnsignedTokensFromLoopback":true},
+	  "Entities":[{"Name":"eh1","PartitionCount":"2","ConsumerGroups":[],
+	    "SharedAccessPolicies":[{"Name":"send","Key":"c2VuZA==","Rights":["Send"]}],
+	    "RoleAssignments":[{"Principal":"oid-2","Role":"Azure Event Hubs Data Sender"}]}]}]}}`
+	cfg, err := parseConfigFile("x.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Hubs:     []HubConfig{{Name: "eh1", PartitionCount: 2, Policies: []Policy{{Name: "send", Key: "c2VuZA==", Rights: []string{"Send"}}}}},
+		Policies: []Policy{{Name: "listen", Key: "a2V5", Rights: []string{"Listen"}}},
+		EntraID: EntraID{TrustUnsignedFromLoopback: true, RoleAssignments: []RoleAssignment{
+			{Principal: "oid-1", Role: RoleDataOwner}, {Principal: "oid-2", Role: RoleDataSender, Hub: "eh1"}}},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("got %+v\nwant %+v", cfg, want)
+	}
+	for bad, wantErr := range map[string]string{
+		`"SharedAccessPolicies":[{"Name":"x","Key":"k","Rights":["Read"]}]`: `UserConfig.NamespaceConfig[0].SharedAccessPolicies[0].Rights[0]: unknown right "Read"`,
+		`"SharedAccessPolicies":[{"Name":"x"}]`:                             `SharedAccessPolicies[0]: a policy needs a Name and a Key`,
+		`"RoleAssignments":[{"Principal":"p","Role":"Reader"}]`:             `EntraID.RoleAssignments[0].Role: unknown role "Reader"`,
+	} {
+		_, err := parseConfigFile("x.json", []byte(`{"UserConfig":{"NamespaceConfig":[{`+bad+`,"Entities":[]}]}}`))
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.HasPrefix(err.Error(), "x.json: ") {
+			t.Errorf("%s: got %v, want %q", bad, err, wantErr)
+		}
+	}
+}

@@ -75,6 +75,8 @@ type conn struct {
 
 	mu         sync.Mutex
 	replyLinks map[string]*link // RPC reply links by their target address
+	replyNames map[string]*link // RPC reply links by their link name
+	cbsSender  *link            // the connection's one $cbs request link
 	claims     []claim
 
 	done      chan struct{} // closed when the connection ends
@@ -92,6 +94,7 @@ func newConn(srv *Server, nc net.Conn, id uint64) *conn {
 		peerMaxFrame: amqp.MinMaxFrameSize,
 		sessions:     map[uint16]*session{},
 		replyLinks:   map[string]*link{},
+		replyNames:   map[string]*link{},
 		done:         make(chan struct{}),
 	}
 }

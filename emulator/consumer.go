@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ehmirror/ehmirror/emulator/amqp"
 )
@@ -19,6 +20,10 @@ const (
 	annotationEnqueuedTime   = "x-opt-enqueued-time"
 	annotationPartitionKey   = "x-opt-partition-key"
 )
+
+// capabilityRuntimeMetric is the consumer link capability that asks for the
+// partition's last enqueued event in every delivery's delivery-annotations.
+const capabilityRuntimeMetric amqp.Symbol = "com.microsoft:enable-receiver-runtime-metric"
 
 // selectorRE matches the selector filter expressions the SDK sends (contract
 // §5.2).
@@ -84,10 +89,11 @@ func (p *partition) addReceiver(l *link) *amqp.Error {
 			p.rmu.Unlock()
 			if !l.hasEpoch {
 				return &amqp.Error{Condition: "amqp:link:stolen", Description: fmt.Sprintf(
-					"a receiver with epoch %d is attached to partition %d; a receiver without an epoch cannot be created", o.epoch, p.id)}
+					"At least one receiver for the endpoint is created with epoch of '%d', and so non-epoch receiver is not allowed. Either reconnect with a higher epoch, or make sure all epoch receivers are closed or disconnected.", o.epoch)}
 			}
 			return &amqp.Error{Condition: "amqp:link:stolen", Description: fmt.Sprintf(
-				"a receiver with a higher epoch %d already exists; a receiver with epoch %d cannot be created", o.epoch, l.epoch)}
+				"Receiver '%s' with a higher epoch '%d' already exists. Receiver '%s' with epoch %d cannot be created. Make sure you are creating receiver with increasing epoch value to ensure connectivity, or ensure all old epoch receivers are closed or disconnected.",
+				o.receiver, o.epoch, l.receiver, l.epoch)}
 		}
 	}
 	var victims []*link
@@ -99,9 +105,9 @@ func (p *partition) addReceiver(l *link) *amqp.Error {
 	}
 	p.rmu.Unlock()
 	for _, v := range victims {
-		desc := fmt.Sprintf("a new receiver with epoch %d was created, so the current receiver %q is disconnected", l.epoch, v.name)
+		desc := fmt.Sprintf("New receiver '%s' with higher epoch of '%d' is created hence current receiver '%s' is getting disconnected. If you are recreating the receiver, make sure a higher epoch is used.", l.receiver, l.epoch, v.receiver)
 		if v.hasEpoch {
-			desc = fmt.Sprintf("a new receiver with higher epoch of %d was created, so the current receiver %q with epoch %d is disconnected", l.epoch, v.name, v.epoch)
+			desc = fmt.Sprintf("New receiver '%s' with higher epoch of '%d' is created hence current receiver '%s' with epoch '%d' is getting disconnected. If you are recreating the receiver, make sure a higher epoch is used.", l.receiver, l.epoch, v.receiver, v.epoch)
 		}
 		v.detach(&amqp.Error{Condition: "amqp:link:stolen", Description: desc})
 	}
@@ -157,8 +163,12 @@ func (l *link) runConsumer() {
 			}
 			continue
 		}
+		var metrics []byte
+		if l.metrics {
+			metrics = l.runtimeMetrics(srv.now())
+		}
 		for i := range recs {
-			msg = appendDelivered(msg[:0], &recs[i])
+			msg = appendDelivered(msg[:0], &recs[i], metrics)
 			if err := l.sendTransfer(binary.BigEndian.AppendUint64(nil, uint64(recs[i].seq)), msg); err != nil {
 				return
 			}
@@ -248,11 +258,52 @@ func (l *link) sendTransferLocked(tag, payload []byte) error {
 	return nil
 }
 
+// runtimeMetrics encodes the delivery-annotations section of receiver
+// runtime metrics: the partition's last enqueued event and the time it was
+// read. It is built once per batch of deliveries.
+func (l *link) runtimeMetrics(now time.Time) []byte {
+	seq, off, enq := l.part.runtimeInfo()
+	b := amqp.AppendDescriptor(nil, amqp.SectionDeliveryAnnotations)
+	b, err := amqp.AppendMap(b, amqp.Map{
+		{Key: amqp.Symbol("last_enqueued_sequence_number"), Value: seq},
+		{Key: amqp.Symbol("last_enqueued_offset"), Value: strconv.FormatInt(off, 10)},
+		{Key: amqp.Symbol("last_enqueued_time_utc"), Value: amqp.Timestamp(enq)},
+		{Key: amqp.Symbol("runtime_info_retrieval_time_utc"), Value: now},
+	})
+	if err != nil {
+		return nil // unreachable: every value is encodable
+	}
+	return b
+}
+
 // appendDelivered appends the event as delivered to consumers: the stored
 // message with the broker annotations merged into its message-annotations
-// (any values the producer set for those keys are replaced).
-func appendDelivered(dst []byte, r *record) []byte {
-	dst = append(dst, r.msg[:r.maStart]...)
+// (any values the producer set for those keys are replaced) and, when
+// metrics is not nil, that delivery-annotations section in place of any the
+// producer sent.
+func appendDelivered(dst []byte, r *record, metrics []byte) []byte {
+	if metrics == nil {
+		dst = append(dst, r.msg[:r.maStart]...)
+	} else {
+		hdrEnd, daEnd := 0, -1
+		pos := 0
+		amqp.ForEachSection(r.msg[:r.maStart], func(code uint64, section, _ []byte) error {
+			pos += len(section)
+			switch code {
+			case amqp.SectionHeader:
+				hdrEnd = pos
+			case amqp.SectionDeliveryAnnotations:
+				daEnd = pos
+			}
+			return nil
+		})
+		if daEnd < 0 {
+			daEnd = hdrEnd
+		}
+		dst = append(dst, r.msg[:hdrEnd]...)
+		dst = append(dst, metrics...)
+		dst = append(dst, r.msg[daEnd:r.maStart]...)
+	}
 	dst = amqp.AppendDescriptor(dst, amqp.SectionMessageAnnotations)
 	hdr := len(dst)
 	dst = append(dst, 0xd1, 0, 0, 0, 0, 0, 0, 0, 0)

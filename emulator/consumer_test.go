@@ -234,17 +234,17 @@ func TestUnknownEntitiesFailFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close(ctx)
-	if _, err := p.NewEventDataBatch(ctx, nil); err == nil || !strings.Contains(err.Error(), `"prod.test9" does not exist`) {
+	if _, err := p.NewEventDataBatch(ctx, nil); err == nil || !strings.Contains(err.Error(), `The messaging entity 'sb://emulator/prod.test9' could not be found.`) {
 		t.Fatalf("NewEventDataBatch on an unknown hub: %v", err)
 	}
 	if _, err := p.GetEventHubProperties(ctx, nil); err == nil || !strings.Contains(err.Error(), "prod.test9") {
 		t.Fatalf("GetEventHubProperties on an unknown hub: %v", err)
 	}
 	known := newProducer(t, srv.ConnectionString(), "prod.test1")
-	if _, err := known.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: ptr("7")}); err == nil || !strings.Contains(err.Error(), "prod.test1") {
+	if _, err := known.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: ptr("7")}); err == nil || !strings.Contains(err.Error(), "It should be between 0 and 3.") {
 		t.Fatalf("NewEventDataBatch on an unknown partition: %v", err)
 	}
-	if _, err := known.GetPartitionProperties(ctx, "7", nil); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := known.GetPartitionProperties(ctx, "7", nil); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("GetPartitionProperties on an unknown partition: %v", err)
 	}
 	receive := func(hubName, group, partition string) error {
@@ -262,9 +262,9 @@ func TestUnknownEntitiesFailFast(t *testing.T) {
 		return err
 	}
 	for _, tc := range []struct{ hub, group, partition, want string }{
-		{"prod.test9", "$Default", "0", `event hub "prod.test9" does not exist`},
-		{"prod.test1", "nope", "0", `consumer group "nope" does not exist in event hub "prod.test1"`},
-		{"prod.test1", "$Default", "4", `partition "4" does not exist in event hub "prod.test1"`},
+		{"prod.test9", "$Default", "0", `amqp:not-found, Description: The messaging entity 'sb://emulator/prod.test9' could not be found.`},
+		{"prod.test1", "nope", "0", `amqp:not-found, Description: The messaging entity 'sb://emulator/prod.test1/ConsumerGroups/nope' could not be found.`},
+		{"prod.test1", "$Default", "4", `com.microsoft:argument-out-of-range, Description: The specified partition is invalid for an EventHub partition sender or receiver. It should be between 0 and 3.`},
 	} {
 		if err := receive(tc.hub, tc.group, tc.partition); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("ReceiveEvents(%s/%s/%s): %v, want %q", tc.hub, tc.group, tc.partition, err, tc.want)

@@ -2,13 +2,17 @@
 // the unmodified azeventhubs SDK (v2) talks to over a real TCP socket, with a
 // UseDevelopmentEmulator=true connection string.
 //
-// It implements what the SDK uses: SASL ANONYMOUS, sessions and links with
+// It implements what the SDKs use: SASL ANONYMOUS, sessions and links with
 // flow control, multi-frame transfers, CBS put-token with SAS validation,
 // $management READ of event hub and partition properties, producer links to
 // a hub or a partition (Microsoft's batch format, partition keys placed with
 // the service's hash from package partitionkey, round-robin otherwise),
 // consumer links with every selector filter the SDK sends, owner levels
-// (epochs) and long polling, retention by time and by size.
+// (epochs), long polling and receiver runtime metrics, retention by time and
+// by size. Tokens: SAS with shared access policies per namespace and hub
+// (Listen, Send, Manage) and Entra ID JWTs with role assignments ([EntraID]).
+// Transports: plain AMQP, amqps and AMQP over WebSockets. An optional data
+// directory keeps events across restarts.
 //
 // A test starts a server on a free port and points the SDK at it:
 //

@@ -53,6 +53,7 @@ func FuzzServeConnection(f *testing.F) {
 func FuzzDeliveredEvent(f *testing.F) {
 	single, _ := (&amqp.Message{Data: [][]byte{[]byte("x")}}).Append(nil)
 	f.Add(amqp.AppendBinary(amqp.AppendDescriptor(nil, amqp.SectionData), single))
+	metrics, _ := amqp.AppendMap(amqp.AppendDescriptor(nil, amqp.SectionDeliveryAnnotations), amqp.Map{{Key: amqp.Symbol("k"), Value: int64(1)}})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		msgs, locs, key, err := splitBatch(data, nil, nil)
 		if err != nil {
@@ -63,10 +64,45 @@ func FuzzDeliveredEvent(f *testing.F) {
 		}
 		for i, m := range msgs {
 			r := record{seq: int64(i), offset: 1234, enqueued: 1_700_000_000_000, msg: m, key: key, maStart: locs[i][0], maEnd: locs[i][1]}
-			out := appendDelivered(nil, &r)
+			out := appendDelivered(nil, &r, nil)
 			checkDelivered(t, m, out, &r)
+			checkMetrics(t, m, appendDelivered(nil, &r, metrics), metrics)
 		}
 	})
+}
+
+// checkMetrics checks a delivery with runtime metrics: the stored message's
+// sections with exactly one delivery-annotations section, the metrics, in
+// the right place.
+func checkMetrics(t *testing.T, stored, delivered, metrics []byte) {
+	t.Helper()
+	var storedCodes, gotCodes []uint64
+	var das [][]byte
+	amqp.ForEachSection(stored, func(code uint64, _, _ []byte) error {
+		if code != amqp.SectionDeliveryAnnotations {
+			storedCodes = append(storedCodes, code)
+		}
+		return nil
+	})
+	if err := amqp.ForEachSection(delivered, func(code uint64, section, _ []byte) error {
+		if code == amqp.SectionDeliveryAnnotations {
+			das = append(das, section)
+			return nil
+		}
+		if len(das) == 0 && code > amqp.SectionDeliveryAnnotations {
+			t.Fatalf("section 0x%x before the delivery annotations", code)
+		}
+		gotCodes = append(gotCodes, code)
+		return nil
+	}); err != nil {
+		t.Fatalf("delivery with metrics: %v", err)
+	}
+	if len(das) != 1 || !bytes.Equal(das[0], metrics) {
+		t.Fatalf("delivery annotations %x, want one: %x", das, metrics)
+	}
+	if len(gotCodes) < len(storedCodes) {
+		t.Fatalf("sections %x, stored %x", gotCodes, storedCodes)
+	}
 }
 
 // checkDelivered compares the sections of the stored and delivered message.

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,6 +85,8 @@ type link struct {
 	part     *partition
 	epoch    int64
 	hasEpoch bool
+	receiver string // com.microsoft:receiver-name, or the link name
+	metrics  bool   // the client asked for receiver runtime metrics
 	start    startPosition
 	nextSeq  int64 // consumer goroutine only, after attach
 
@@ -127,6 +130,16 @@ func (l *link) cleanup() {
 		c.mu.Lock()
 		if c.replyLinks[l.address] == l {
 			delete(c.replyLinks, l.address)
+		}
+		if c.replyNames[l.name] == l {
+			delete(c.replyNames, l.name)
+		}
+		c.mu.Unlock()
+	case kindRequest:
+		c := l.s.c
+		c.mu.Lock()
+		if c.cbsSender == l {
+			c.cbsSender = nil
 		}
 		c.mu.Unlock()
 	case kindConsumer:
@@ -201,6 +214,9 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 		switch addr {
 		case "$cbs", "$management":
 			l.kind, l.node, l.limit = kindRequest, addr, DefaultMaxMessageSize
+			if addr == "$cbs" {
+				refusal = s.c.claimCBS(l)
+			}
 		default:
 			l.kind = kindProducer
 			refusal = srv.attachProducer(s.c, l, addr)
@@ -228,7 +244,10 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 				l.address = a.Target.Address
 			}
 			s.c.mu.Lock()
-			s.c.replyLinks[l.address] = l
+			if l.address != "" {
+				s.c.replyLinks[l.address] = l
+			}
+			s.c.replyNames[l.name] = l
 			s.c.mu.Unlock()
 		default:
 			l.kind = kindConsumer
@@ -247,6 +266,9 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 		l.stopLocked()
 		s.mu.Unlock()
 		return s.c.writeFrame(amqp.FrameTypeAMQP, s.ch, &amqp.Detach{Handle: l.handle, Closed: true, Error: refusal}, nil)
+	}
+	if l.metrics {
+		reply.OfferedCapabilities = []amqp.Symbol{capabilityRuntimeMetric}
 	}
 	log.Debug("attached")
 	s.mu.Lock()
@@ -271,6 +293,20 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 	return nil
 }
 
+// claimCBS makes l the connection's $cbs request link; the service allows
+// one $cbs link pair per connection and refuses another while the first is
+// attached.
+func (c *conn) claimCBS(l *link) *amqp.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cbsSender != nil {
+		return &amqp.Error{Condition: "amqp:not-allowed", Description: fmt.Sprintf(
+			"A $cbs link (%q) is already open on this connection; only one $cbs sender and receiver pair is allowed per connection.", c.cbsSender.name)}
+	}
+	c.cbsSender = l
+	return nil
+}
+
 func notFound(format string, args ...any) *amqp.Error {
 	return &amqp.Error{Condition: "amqp:not-found", Description: fmt.Sprintf(format, args...)}
 }
@@ -291,15 +327,23 @@ func entityPath(addr string) []string {
 func (srv *Server) lookupHub(name string) (*hub, *amqp.Error) {
 	h := srv.hub(name)
 	if h == nil {
-		return nil, notFound("event hub %q does not exist in namespace %q", name, srv.cfg.Namespace)
+		return nil, srv.entityNotFound(name)
 	}
 	return h, nil
+}
+
+// entityNotFound is the service's error for an entity (hub or consumer
+// group) that does not exist; other SDKs map amqp:not-found with this text to
+// "entity not found".
+func (srv *Server) entityNotFound(path string) *amqp.Error {
+	return notFound("The messaging entity 'sb://%s/%s' could not be found. To know more visit https://aka.ms/sbResourceMgrExceptions.", srv.cfg.Namespace, path)
 }
 
 func lookupPartition(h *hub, id string) (int, *amqp.Error) {
 	n, err := strconv.Atoi(id)
 	if err != nil || n < 0 || n >= len(h.partitions) || strconv.Itoa(n) != id {
-		return 0, notFound("partition %q does not exist in event hub %q (partitions 0 to %d)", id, h.cfg.Name, len(h.partitions)-1)
+		return 0, &amqp.Error{Condition: "com.microsoft:argument-out-of-range", Description: fmt.Sprintf(
+			"The specified partition is invalid for an EventHub partition sender or receiver. It should be between 0 and %d.", len(h.partitions)-1)}
 	}
 	return n, nil
 }
@@ -322,7 +366,7 @@ func (srv *Server) attachProducer(c *conn, l *link, addr string) *amqp.Error {
 		}
 		l.partition = p
 	}
-	if e := c.authorize(strings.Join(parts, "/")); e != nil {
+	if e := c.authorize(strings.Join(parts, "/"), rightSend); e != nil {
 		return e
 	}
 	l.hub = h
@@ -349,13 +393,13 @@ func (srv *Server) attachConsumer(c *conn, l *link, a *amqp.Attach) *amqp.Error 
 	}
 	cg, ok := h.consumerGroups[strings.ToLower(parts[2])]
 	if !ok {
-		return notFound("consumer group %q does not exist in event hub %q", parts[2], h.cfg.Name)
+		return srv.entityNotFound(h.cfg.Name + "/ConsumerGroups/" + parts[2])
 	}
 	p, e := lookupPartition(h, parts[4])
 	if e != nil {
 		return e
 	}
-	if e := c.authorize(strings.Join(parts, "/")); e != nil {
+	if e := c.authorize(strings.Join(parts, "/"), rightListen); e != nil {
 		return e
 	}
 	sp, err := startFromFilter(a.Source.Filter)
@@ -369,6 +413,13 @@ func (srv *Server) attachConsumer(c *conn, l *link, a *amqp.Attach) *amqp.Error 
 			return &amqp.Error{Condition: "amqp:not-allowed", Description: fmt.Sprintf("com.microsoft:epoch has type %T, want an integer", v)}
 		}
 		l.epoch, l.hasEpoch = epoch, true
+	}
+	l.metrics = slices.Contains(a.DesiredCapabilities, capabilityRuntimeMetric)
+	l.receiver = l.name
+	if v, ok := a.Properties.Get(amqp.Symbol("com.microsoft:receiver-name")); ok {
+		if name, ok := v.(string); ok && name != "" {
+			l.receiver = name
+		}
 	}
 	if e := l.part.addReceiver(l); e != nil {
 		return e

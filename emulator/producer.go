@@ -171,7 +171,13 @@ func (l *link) ingest(d *incomingDelivery) []byte {
 		p = int(h.nextPartition.Add(1)-1) % len(h.partitions)
 	}
 	if len(msgs) > 0 {
-		h.partitions[p].appendEvents(msgs, locs, key, srv.now())
+		if err := h.partitions[p].appendEvents(msgs, locs, key, srv.now()); err != nil {
+			srv.log.Error("event not stored", "hub", h.cfg.Name, "err", err)
+			clear(msgs)
+			l.msgs, l.locs = msgs[:0], locs[:0]
+			srv.stats.rejectedSends.Add(1)
+			return rejectedState(&amqp.Error{Condition: "amqp:internal-error", Description: err.Error()})
+		}
 		srv.stats.eventsStored.Add(int64(len(msgs)))
 		srv.stats.bytesStored.Add(d.size)
 	}

@@ -1,14 +1,9 @@
 package emulator
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
-	"net/url"
+	"net"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/ehmirror/ehmirror/emulator/amqp"
 )
@@ -21,8 +16,8 @@ type rpcResponse struct {
 }
 
 // handleRequest answers a request delivered on a $cbs or $management request
-// link; the response goes to the reply link whose target is the request's
-// reply-to address.
+// link; the response goes to the reply link whose target address is the
+// request's reply-to, or else to the reply link named by it.
 func (l *link) handleRequest(payload []byte) {
 	c := l.s.c
 	var req amqp.Message
@@ -40,7 +35,7 @@ func (l *link) handleRequest(payload []byte) {
 	case "$cbs":
 		resp = c.putToken(props, req.Value)
 	default:
-		resp = c.srv.management(props)
+		resp = c.srv.management(props, c.nc.RemoteAddr())
 	}
 	c.log.Debug("RPC", "node", l.node, "operation", props["operation"], "name", props["name"], "status", resp.status)
 	msg := amqp.Message{
@@ -60,6 +55,11 @@ func (l *link) handleRequest(payload []byte) {
 	}
 	c.mu.Lock()
 	reply := c.replyLinks[req.Properties.ReplyTo]
+	if reply == nil {
+		// A client may attach its reply receiver without a target address
+		// and name the link itself in reply-to, as the service allows.
+		reply = c.replyNames[req.Properties.ReplyTo]
+	}
 	c.mu.Unlock()
 	if reply == nil {
 		c.log.Info("RPC response dropped: no reply link attached", "reply-to", req.Properties.ReplyTo)
@@ -87,141 +87,21 @@ func stringProps(m amqp.Map) map[string]string {
 	return out
 }
 
-// claim is an audience path the connection holds a valid token for.
-type claim struct {
-	path    string // lower-case entity path without slashes at the ends; "" is the namespace
-	expires time.Time
-}
-
-// putToken handles a $cbs put-token request.
-func (c *conn) putToken(props map[string]string, value any) rpcResponse {
-	if props["operation"] != "put-token" {
-		return rpcResponse{status: 400, desc: fmt.Sprintf("unsupported $cbs operation %q", props["operation"])}
-	}
-	audience := props["name"]
-	if c.srv.cfg.AcceptAnyToken {
-		return rpcResponse{status: 202, desc: "Accepted"}
-	}
-	token, _ := value.(string)
-	path, expires, err := c.srv.checkToken(token, audience)
-	if err != nil {
-		c.log.Info("put-token refused", "audience", audience, "err", err)
-		return rpcResponse{status: 401, desc: err.Error()}
-	}
-	c.addClaim(claim{path: path, expires: expires})
-	return rpcResponse{status: 202, desc: "Accepted"}
-}
-
-// addClaim records a claim, replacing an older one for the same path and
-// forgetting expired ones, so token refreshes do not accumulate.
-func (c *conn) addClaim(cl claim) {
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	kept := c.claims[:0]
-	for _, old := range c.claims {
-		if old.path != cl.path && now.Before(old.expires) {
-			kept = append(kept, old)
-		}
-	}
-	c.claims = append(kept, cl)
-}
-
-// authorize checks that the connection holds an unexpired claim covering the
-// entity path; it always succeeds with AcceptAnyToken.
-func (c *conn) authorize(entity string) *amqp.Error {
-	if c.srv.cfg.AcceptAnyToken {
-		return nil
-	}
-	want := strings.ToLower(strings.Trim(entity, "/"))
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, cl := range c.claims {
-		if now.Before(cl.expires) && covers(cl.path, want) {
-			return nil
-		}
-	}
-	return &amqp.Error{Condition: "amqp:unauthorized-access", Description: fmt.Sprintf("no valid token for %q on this connection: send a $cbs put-token first", entity)}
-}
-
-// covers reports whether a token for path scope grants access to path.
-func covers(scope, path string) bool {
-	return scope == "" || scope == path || strings.HasPrefix(path, scope+"/")
-}
-
-// checkToken validates a SAS token ("SharedAccessSignature sr=…&sig=…&se=…&skn=…")
-// for the audience: key name, HMAC-SHA256 signature over the raw sr value,
-// "\n" and se, expiry against the wall clock, and scope. It returns the
-// token's lower-case entity path and expiry.
-func (srv *Server) checkToken(token, audience string) (string, time.Time, error) {
-	rest, ok := strings.CutPrefix(token, "SharedAccessSignature ")
-	if !ok {
-		return "", time.Time{}, fmt.Errorf("not a SharedAccessSignature token")
-	}
-	fields := map[string]string{}
-	for _, kv := range strings.Split(rest, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		fields[k] = v
-	}
-	sr, sig, se, skn := fields["sr"], fields["sig"], fields["se"], fields["skn"]
-	if sr == "" || sig == "" || se == "" || skn == "" {
-		return "", time.Time{}, fmt.Errorf("token lacks one of sr, sig, se, skn")
-	}
-	if skn != srv.cfg.KeyName {
-		return "", time.Time{}, fmt.Errorf("unknown shared access key name %q", skn)
-	}
-	mac := hmac.New(sha256.New, []byte(srv.cfg.Key))
-	mac.Write([]byte(sr + "\n" + se))
-	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	got, err := url.QueryUnescape(sig)
-	if err != nil || !hmac.Equal([]byte(got), []byte(want)) {
-		return "", time.Time{}, fmt.Errorf("invalid signature for key %q", skn)
-	}
-	exp, err := strconv.ParseInt(se, 10, 64)
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("invalid expiry %q", se)
-	}
-	expires := time.Unix(exp, 0)
-	if !time.Now().Before(expires) {
-		return "", time.Time{}, fmt.Errorf("token expired at %s", expires.UTC().Format(time.RFC3339))
-	}
-	resource, err := url.QueryUnescape(sr)
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("invalid sr %q", sr)
-	}
-	scope := resourcePath(resource)
-	if audience != "" && !covers(scope, resourcePath(audience)) {
-		return "", time.Time{}, fmt.Errorf("token for %q does not grant access to %q", resource, audience)
-	}
-	return scope, expires, nil
-}
-
-// resourcePath returns the lower-case entity path of a resource URI such as
-// amqp://host:port/hub/Partitions/0 ("" for the namespace itself).
-func resourcePath(uri string) string {
-	if i := strings.Index(uri, "://"); i >= 0 {
-		uri = uri[i+3:]
-		_, uri, _ = strings.Cut(uri, "/")
-	}
-	return strings.ToLower(strings.Trim(uri, "/"))
-}
-
 // management handles a $management request: READ of com.microsoft:eventhub
 // or com.microsoft:partition.
-func (srv *Server) management(props map[string]string) rpcResponse {
+func (srv *Server) management(props map[string]string, remote net.Addr) rpcResponse {
 	if props["operation"] != "READ" {
 		return rpcResponse{status: 400, desc: fmt.Sprintf("unsupported $management operation %q", props["operation"])}
 	}
 	name := props["name"]
 	if !srv.cfg.AcceptAnyToken {
-		if _, _, err := srv.checkToken(props["security_token"], "sb://namespace/"+name); err != nil {
+		if _, err := srv.checkToken(props["security_token"], "sb://"+srv.cfg.Namespace+"/"+name, remote); err != nil {
 			return rpcResponse{status: 401, desc: err.Error()}
 		}
 	}
-	h := srv.hub(name)
-	if h == nil {
-		return rpcResponse{status: 404, desc: fmt.Sprintf("event hub %q does not exist in namespace %q", name, srv.cfg.Namespace)}
+	h, e := srv.lookupHub(name)
+	if e != nil {
+		return rpcResponse{status: 404, desc: e.Description}
 	}
 	switch props["type"] {
 	case "com.microsoft:eventhub":
@@ -240,7 +120,7 @@ func (srv *Server) management(props map[string]string) rpcResponse {
 	case "com.microsoft:partition":
 		p, e := lookupPartition(h, props["partition"])
 		if e != nil {
-			return rpcResponse{status: 404, desc: e.Description}
+			return rpcResponse{status: 400, desc: e.Description}
 		}
 		info := h.partitions[p].info(srv.now())
 		return rpcResponse{status: 200, desc: "OK", body: amqp.Map{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,12 @@ type Server struct {
 	cfg         Config
 	log         *slog.Logger
 	ln          net.Listener
+	tlsLn       net.Listener // amqps, or nil
+	wsLn        net.Listener // AMQP over WebSockets, or nil
+	httpSrv     *http.Server // serves wsLn
 	containerID string
 	faults      *Faults
+	entraKeys   entraKeys
 	stats       counters
 
 	ctx    context.Context
@@ -72,7 +77,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := validatePolicies(cfg.Policies); err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
+	keys, err := parseEntraID(cfg.EntraID)
+	if err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
 	srv := &Server{
+		entraKeys:   keys,
 		cfg:         cfg,
 		log:         cfg.Logger,
 		containerID: "ehmirror-emulator",
@@ -83,31 +96,41 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	srv.faults = newFaults(srv)
 	for i, h := range cfg.Hubs {
 		if err := srv.AddHub(h); err != nil {
+			srv.closeLogs()
 			return nil, fmt.Errorf("emulator: Hubs[%d]: %w", i, err)
 		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		srv.closeLogs()
 		return nil, fmt.Errorf("emulator: listen: %w", err)
 	}
 	srv.ln = ln
+	if err := srv.listenTransports(); err != nil {
+		ln.Close()
+		srv.closeLogs()
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
 	srv.ctx, srv.cancel = context.WithCancel(ctx)
 	srv.wg.Add(1)
-	go srv.accept()
+	go srv.accept(ln, nil)
+	srv.startTransports()
 	go func() {
 		<-srv.ctx.Done()
 		srv.Close()
 	}()
-	srv.log.Info("event hubs emulator listening", "addr", srv.Addr(), "hubs", len(cfg.Hubs))
+	srv.log.Info("event hubs emulator listening", "addr", srv.Addr(), "tls", srv.TLSAddr(), "websocket", srv.WebSocketAddr(), "hubs", len(cfg.Hubs))
 	return srv, nil
 }
 
 func (srv *Server) now() time.Time { return srv.cfg.Now() }
 
-func (srv *Server) accept() {
+// accept serves the connections of ln; wrap, if not nil, wraps each one
+// (TLS).
+func (srv *Server) accept(ln net.Listener, wrap func(net.Conn) net.Conn) {
 	defer srv.wg.Done()
 	for {
-		nc, err := srv.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -123,24 +146,32 @@ func (srv *Server) accept() {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		srv.mu.Lock()
-		if srv.closed {
-			srv.mu.Unlock()
-			nc.Close()
-			return
+		if wrap != nil {
+			nc = wrap(nc)
 		}
-		srv.connID++
-		c := newConn(srv, nc, srv.connID)
-		srv.conns[c] = struct{}{}
-		srv.mu.Unlock()
-		srv.stats.connectionsAccepted.Add(1)
-		srv.stats.connectionsOpen.Add(1)
 		srv.wg.Add(1)
 		go func() {
 			defer srv.wg.Done()
-			c.serve(srv.ctx)
+			srv.serveConn(nc)
 		}()
 	}
+}
+
+// serveConn serves one client connection until it ends.
+func (srv *Server) serveConn(nc net.Conn) {
+	srv.mu.Lock()
+	if srv.closed {
+		srv.mu.Unlock()
+		nc.Close()
+		return
+	}
+	srv.connID++
+	c := newConn(srv, nc, srv.connID)
+	srv.conns[c] = struct{}{}
+	srv.mu.Unlock()
+	srv.stats.connectionsAccepted.Add(1)
+	srv.stats.connectionsOpen.Add(1)
+	c.serve(srv.ctx)
 }
 
 func (srv *Server) removeConn(c *conn) {
@@ -185,12 +216,21 @@ func (srv *Server) Close() error {
 	srv.mu.Unlock()
 	srv.cancel()
 	err := srv.ln.Close()
+	if srv.tlsLn != nil {
+		srv.tlsLn.Close()
+	}
+	if srv.httpSrv != nil {
+		srv.httpSrv.Close()
+	}
 	for _, c := range conns {
 		c.abort()
 	}
 	srv.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("emulator: close listener: %w", err)
+	}
+	if err := srv.closeLogs(); err != nil {
+		return fmt.Errorf("emulator: close the data directory's logs: %w", err)
 	}
 	return nil
 }
@@ -208,7 +248,18 @@ func (srv *Server) AddHub(h HubConfig) error {
 	if _, dup := srv.hubs[key]; dup {
 		return fmt.Errorf("event hub %q already exists", h.Name)
 	}
-	srv.hubs[key] = newHub(h, srv.now())
+	nh := newHub(h, srv.now())
+	if srv.cfg.DataDir != "" {
+		for _, p := range nh.partitions {
+			if err := p.openLog(logPath(srv.cfg.DataDir, h.Name, p.id), srv.now().UnixMilli()); err != nil {
+				for _, q := range nh.partitions[:p.id] {
+					q.log.close()
+				}
+				return fmt.Errorf("event hub %q: %w", h.Name, err)
+			}
+		}
+	}
+	srv.hubs[key] = nh
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -72,6 +73,7 @@ type partition struct {
 	storedEvents  int64
 	storedBytes   int64
 	signal        chan struct{} // closed and replaced on every append
+	log           *partitionLog // the data directory's log, or nil
 
 	// receivers are the open consumer links per lower-case consumer group,
 	// guarded by rmu (owner-level bookkeeping).
@@ -80,32 +82,48 @@ type partition struct {
 }
 
 // appendEvents stores msgs (sections located in locs) with the same enqueued
-// time and partition key and wakes waiting consumers.
-func (p *partition) appendEvents(msgs [][]byte, locs [][2]int32, key string, now time.Time) {
+// time and partition key and wakes waiting consumers. With a data directory
+// the events are written to the partition's log first; if that fails nothing
+// is stored.
+func (p *partition) appendEvents(msgs [][]byte, locs [][2]int32, key string, now time.Time) error {
+	if len(msgs) == 0 {
+		return nil
+	}
 	ms := now.UnixMilli()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.trimLocked(ms)
+	start := len(p.events)
+	seq, off := p.nextSeq, p.nextOffset
 	for i, m := range msgs {
 		p.events = append(p.events, record{
-			seq:      p.nextSeq,
-			offset:   p.nextOffset,
+			seq:      seq,
+			offset:   off,
 			enqueued: ms,
 			msg:      m,
 			key:      key,
 			maStart:  locs[i][0],
 			maEnd:    locs[i][1],
 		})
-		p.lastSeq, p.lastOff, p.lastEnqueued = p.nextSeq, p.nextOffset, ms
-		p.nextSeq++
-		p.nextOffset += int64(len(m))
-		p.retainedBytes += int64(len(m))
-		p.storedBytes += int64(len(m))
+		seq++
+		off += int64(len(m))
 	}
+	if p.log != nil {
+		if err := p.log.write(p.events[start:]); err != nil {
+			clear(p.events[start:])
+			p.events = p.events[:start]
+			return fmt.Errorf("partition %d: write to the data directory: %w", p.id, err)
+		}
+	}
+	p.lastSeq, p.lastOff, p.lastEnqueued = seq-1, p.events[len(p.events)-1].offset, ms
+	p.nextSeq, p.nextOffset = seq, off
+	p.retainedBytes += off - p.events[start].offset
+	p.storedBytes += off - p.events[start].offset
 	p.storedEvents += int64(len(msgs))
 	p.trimBytesLocked()
 	close(p.signal)
 	p.signal = make(chan struct{})
-	p.mu.Unlock()
+	return nil
 }
 
 // trimLocked drops events older than the retention period.
@@ -173,6 +191,14 @@ func (p *partition) read(from int64, max int, buf []record, now time.Time) ([]re
 		from = buf[len(buf)-1].seq + 1
 	}
 	return buf, from, p.signal
+}
+
+// runtimeInfo returns the partition's last enqueued event as receiver
+// runtime metrics report it (sequence number -1 and offset -1 when empty).
+func (p *partition) runtimeInfo() (lastSeq, lastOffset, lastEnqueued int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastSeq, p.lastOff, p.lastEnqueued
 }
 
 // startPosition is a parsed selector filter: which field is compared, the

@@ -13,8 +13,11 @@ import (
 
 // AMQP conditions Event Hubs uses that the mirror reacts to.
 const (
-	condServerBusy    = "com.microsoft:server-busy"
-	condNotFound      = "amqp:not-found"
+	condServerBusy = "com.microsoft:server-busy"
+	condNotFound   = "amqp:not-found"
+	// condOutOfRange is the service's answer to a partition id the hub
+	// does not have ("The specified partition is invalid …").
+	condOutOfRange    = "com.microsoft:argument-out-of-range"
 	condMessageTooBig = "amqp:link:message-size-exceeded"
 )
 
@@ -33,7 +36,7 @@ func classify(err error) error {
 		switch string(amqpErr.Condition) {
 		case condServerBusy:
 			return fmt.Errorf("%w: %w", mirror.ErrThrottled, err)
-		case condNotFound:
+		case condNotFound, condOutOfRange:
 			return fmt.Errorf("%w: %w", mirror.ErrHubNotFound, err)
 		case condMessageTooBig:
 			return fmt.Errorf("%w: %w", mirror.ErrEventTooLarge, err)

@@ -14,11 +14,11 @@ import (
 )
 
 // Scenario 5: the timer drain, a catch-up run and a second handler process
-// drain the same consumer group at the same time. Each drain joins the group
-// as its own member (the catch-up and the timer of one process too), so the
-// group rebalances whenever one starts or ends; the coordinator fences the
-// commits of a generation that ended, and within a process a partition held
-// by one drain is reported busy to the other.
+// drain the same consumer group at the same time. Each process has one
+// group member shared by its drains (the catch-up and the timer of process A
+// share A's), so the group rebalances when a process joins or leaves; the
+// coordinator fences the commits of a generation that ended, and within a
+// process a partition held by one drain is reported busy to the other.
 
 // TestConcurrentDrains (5) runs, while records are produced: timer
 // invocations back to back on handler process A, catch-up runs started

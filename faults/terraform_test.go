@@ -15,6 +15,23 @@ type grant struct {
 	where string // resource address
 }
 
+// appPrincipal reports whether a principal_id expression names an identity
+// of a function app: its system-assigned identity, or a user-assigned
+// identity attached to one of the module's function apps.
+func appPrincipal(root *hclBody, principal string) bool {
+	if strings.Contains(principal, "azurerm_linux_function_app.") || strings.Contains(principal, "azurerm_function_app") {
+		return true
+	}
+	for _, app := range root.blocks("resource", "azurerm_linux_function_app") {
+		for _, id := range attachedIdentities(app.Body) {
+			if strings.Contains(principal, id+".") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // appGrants evaluates every azurerm_role_assignment of the module whose
 // principal is a function app's identity, expanding for_each maps given as
 // literals. Anything it cannot evaluate is an error (a grant the test could
@@ -23,7 +40,7 @@ func appGrants(root *hclBody) ([]grant, error) {
 	var out []grant
 	for _, bl := range root.blocks("resource", "azurerm_role_assignment") {
 		a := bl.Body.Attrs
-		if !strings.Contains(a["principal_id"], "azurerm_linux_function_app.") && !strings.Contains(a["principal_id"], "azurerm_function_app") {
+		if !appPrincipal(root, a["principal_id"]) {
 			continue
 		}
 		addr := fmt.Sprintf("azurerm_role_assignment.%s (%s)", bl.Labels[1], bl.File)
@@ -155,8 +172,8 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	if id := apps[0].Body.blocks("identity"); len(id) != 1 || id[0].Body.Attrs["type"] != `"SystemAssigned"` {
-		t.Errorf("the function app has no system-assigned identity")
+	if id := apps[0].Body.blocks("identity"); len(id) != 1 || (id[0].Body.Attrs["type"] != `"SystemAssigned"` && len(attachedIdentities(apps[0].Body)) == 0) {
+		t.Errorf("the function app has no managed identity")
 	}
 	for _, g := range grants {
 		t.Logf("%s: %q on %s", g.where, g.role, g.scope)

@@ -33,8 +33,8 @@ func TestProjectFunctionFolders(t *testing.T) {
 		}
 		found[fn.Name] = fn
 	}
-	if len(found) != 3 {
-		t.Errorf("found functions %v, want MirrorTimer, CatchUp, Status", keysOf(found))
+	if len(found) != 6 {
+		t.Errorf("found functions %v, want MirrorTimer, CatchUp, Status, Offsets, Pause, Resume", keysOf(found))
 	}
 	lookup := func(name string) (string, bool) { v, ok := SettingDefaults()[name]; return v, ok }
 
@@ -53,7 +53,10 @@ func TestProjectFunctionFolders(t *testing.T) {
 			t.Errorf("default schedule: %v", err)
 		}
 	}
-	for name, want := range map[string]struct{ method, route string }{"CatchUp": {"post", "catchup"}, "Status": {"get", "status"}} {
+	for name, want := range map[string]struct{ method, route string }{
+		"CatchUp": {"post", "catchup"}, "Status": {"get", "status"},
+		"Offsets": {"post", "offsets"}, "Pause": {"post", "pause"}, "Resume": {"post", "resume"},
+	} {
 		fn := found[name]
 		if fn == nil {
 			t.Errorf("%s missing", name)

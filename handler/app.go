@@ -85,6 +85,7 @@ func (a *app) connect() error {
 		OversizePolicy: s.OversizePolicy,
 		InFlightBytes:  s.InFlightBytes,
 		Logger:         a.logger,
+		Control:        a.source,
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/mirror"
+	"github.com/ehmirror/ehmirror/statuspage"
 )
 
 // Binding names from the function.json files under functions/.
@@ -24,8 +25,21 @@ const (
 	resBinding   = "res"
 )
 
-// maxInvocationBytes bounds an invocation body from the host.
-const maxInvocationBytes = 1 << 20
+// maxRequestBodyBytes bounds the body of an HTTP request to a function; a
+// larger one gets 413.
+const maxRequestBodyBytes = 1 << 20
+
+// maxInvocationBytes bounds an invocation body from the host: the request
+// body travels inside it as a JSON string, which escaping may make up to
+// six times larger.
+const maxInvocationBytes = 6*maxRequestBodyBytes + 64<<10
+
+// maxTimerInvocationBytes bounds a timer invocation (a few hundred bytes
+// in practice).
+const maxTimerInvocationBytes = 1 << 20
+
+// errBodyTooLarge is an HTTP request body over maxRequestBodyBytes.
+var errBodyTooLarge = fmt.Errorf("request body larger than %d bytes (1 MiB)", maxRequestBodyBytes)
 
 // newServer returns the echo server with the host's routes: GET / for the
 // readiness probe and POST /<FunctionName> for each function.
@@ -36,6 +50,9 @@ func newServer(a *app) *echo.Echo {
 	e.POST("/MirrorTimer", a.mirrorTimer)
 	e.POST("/CatchUp", a.catchUp)
 	e.POST("/Status", a.status)
+	e.POST("/Offsets", a.offsets)
+	e.POST("/Pause", a.pause)
+	e.POST("/Resume", a.resume)
 	return e
 }
 
@@ -58,13 +75,42 @@ func (a *app) respondHTTP(c echo.Context, status int, v any, logs ...string) err
 	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, logs...))
 }
 
-// decodeHTTP reads the HTTP trigger data of an invocation.
+// decodeHTTP reads the HTTP trigger data of an invocation; a request body
+// over maxRequestBodyBytes gives errBodyTooLarge.
 func decodeHTTP(c echo.Context) (functions.HTTPRequest, error) {
-	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
+	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxInvocationBytes+1))
+	if err != nil {
+		return functions.HTTPRequest{}, fmt.Errorf("invocation body: read: %w", err)
+	}
+	if len(raw) > maxInvocationBytes {
+		return functions.HTTPRequest{}, errBodyTooLarge
+	}
+	inv, err := functions.ParseInvocation(raw)
 	if err != nil {
 		return functions.HTTPRequest{}, err
 	}
-	return inv.HTTP(reqBinding)
+	req, err := inv.HTTP(reqBinding)
+	if err == nil && len(req.Body) > maxRequestBodyBytes {
+		return req, errBodyTooLarge
+	}
+	return req, err
+}
+
+// httpRequest decodes an HTTP-triggered invocation. When it cannot, it
+// answers (413 through the res binding for an oversized body, with the
+// invocation itself successful; 400 for a malformed invocation) and ok is
+// false.
+func (a *app) httpRequest(c echo.Context) (req functions.HTTPRequest, ok bool, err error) {
+	req, err = decodeHTTP(c)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		msg := c.Path()[1:] + " refused: " + err.Error()
+		a.logger.Warn(msg)
+		return req, false, a.respondHTTP(c, http.StatusRequestEntityTooLarge, map[string]string{"error": err.Error()}, msg)
+	case err != nil:
+		return req, false, a.badInvocation(c, err)
+	}
+	return req, true, nil
 }
 
 // badInvocation answers a malformed invocation body: 400 with the reason.
@@ -86,7 +132,7 @@ func (a *app) problemLines() []string {
 // and also logged, because the host drops Logs of a failed invocation.
 func (a *app) mirrorTimer(c echo.Context) error {
 	var timer functions.Timer
-	inv, err := functions.DecodeInvocation(c.Request().Body, maxInvocationBytes)
+	inv, err := functions.DecodeInvocation(c.Request().Body, maxTimerInvocationBytes)
 	if err == nil {
 		timer, err = inv.Timer(timerBinding)
 	}
@@ -104,16 +150,13 @@ func (a *app) mirrorTimer(c echo.Context) error {
 	if timer.IsPastDue {
 		run = "timer (past due)"
 	}
+	// The service logs the drain (its lines and the msg=drain line).
 	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
 	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
 	lines := rep.Lines()
-	for _, l := range lines {
-		a.logger.Info(l)
-	}
 	status := http.StatusOK
 	if err != nil || rep.Failed() {
 		status = http.StatusInternalServerError
-		a.logger.Error("drain left records unmirrored", "run", run, "summary", rep.Summary())
 	}
 	return a.respond(c, status, functions.NewResponse(lines...))
 }
@@ -164,9 +207,9 @@ func parseCatchUpBody(body string, limit time.Duration) (mirror.CatchUpRequest, 
 
 // catchUp starts a background catch-up, or returns the active one.
 func (a *app) catchUp(c echo.Context) error {
-	req, err := decodeHTTP(c)
-	if err != nil {
-		return a.badInvocation(c, err)
+	req, ok, err := a.httpRequest(c)
+	if !ok {
+		return err
 	}
 	if len(a.problems) > 0 {
 		return a.respondHTTP(c, http.StatusServiceUnavailable, map[string]any{"error": "invalid settings", "problems": a.problems}, a.problemLines()...)
@@ -215,7 +258,9 @@ func statusURLFor(catchUpURL, id string) string {
 type statusBody struct {
 	Time     time.Time              `json:"time"`
 	OK       bool                   `json:"ok"`
+	Reason   string                 `json:"reason,omitempty"`
 	Problems []config.Problem       `json:"problems"`
+	Health   *mirror.Health         `json:"health,omitempty"`
 	Config   map[string]string      `json:"config"`
 	Lag      *mirror.LagReport      `json:"lag,omitempty"`
 	LagError string                 `json:"lag_error,omitempty"`
@@ -228,22 +273,25 @@ type statusBody struct {
 // status reports lag per partition, recent drains, catch-ups, problems and
 // the redacted configuration.
 func (a *app) status(c echo.Context) error {
-	req, err := decodeHTTP(c)
-	if err != nil {
-		return a.badInvocation(c, err)
+	req, ok, err := a.httpRequest(c)
+	if !ok {
+		return err
 	}
 	body := statusBody{Time: time.Now(), Problems: a.problems, Config: a.settings.Summary(), Drains: []*mirror.Report{}}
 	if body.Problems == nil {
 		body.Problems = config.Problems{}
 	}
 	if len(a.problems) > 0 {
-		return a.respondHTTP(c, http.StatusServiceUnavailable, body, a.problemLines()...)
+		body.Reason = a.problemLines()[0]
+		return a.respondStatus(c, req, http.StatusServiceUnavailable, body, a.problemLines()...)
 	}
 	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
 	if err != nil {
 		body.LagError = err.Error()
 	}
 	body.Lag = lag
+	health := a.service.Health(lag)
+	body.Health = &health
 	if st, ok := a.service.ActiveCatchUp(); ok {
 		body.CatchUp = &st
 	}
@@ -258,10 +306,53 @@ func (a *app) status(c echo.Context) error {
 	if reports := a.service.Reports(); len(reports) > 0 {
 		body.Drains = reports
 	}
-	body.OK = err == nil
+	body.OK = err == nil && health.OK
+	switch {
+	case err != nil:
+		body.Reason = "cannot read the group's lag: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+	case !health.OK:
+		body.Reason = health.Reason
+	}
+	// 503 only when the status itself is incomplete (lag unreadable); a
+	// known problem is ok:false with the reason in a 200, so that callers
+	// polling a catch-up run or the lag still get the figures.
 	status := http.StatusOK
 	if err != nil {
 		status = http.StatusServiceUnavailable
 	}
-	return a.respondHTTP(c, status, body)
+	return a.respondStatus(c, req, status, body)
+}
+
+// wantsHTML reports whether a status request asks for the HTML page:
+// ?format=html, or an Accept header that names text/html (as browsers do).
+func wantsHTML(req functions.HTTPRequest) bool {
+	if f := req.Query["format"]; f != "" {
+		return strings.EqualFold(f, "html")
+	}
+	return strings.Contains(strings.ToLower(strings.Join(req.Headers.Values("Accept"), ",")), "text/html")
+}
+
+// respondStatus answers a status request with JSON or the HTML page.
+func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status int, body statusBody, logs ...string) error {
+	if !wantsHTML(req) {
+		return a.respondHTTP(c, status, body, logs...)
+	}
+	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
+		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config}
+	p.Problems = a.problemLines()
+	if body.Health != nil {
+		for _, pr := range body.Health.Problems {
+			p.Problems = append(p.Problems, pr.String())
+		}
+	}
+	var html strings.Builder
+	if err := statuspage.Render(&html, p); err != nil {
+		return err
+	}
+	out := functions.HTTPOutput{StatusCode: status, Body: html.String(), Headers: map[string]string{
+		"Content-Type":            "text/html; charset=utf-8",
+		"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+		"Cache-Control":           "no-store",
+	}}
+	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, logs...))
 }

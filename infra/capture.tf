@@ -38,3 +38,17 @@ resource "azurerm_role_assignment" "deployer_capture_blob" {
   principal_id         = data.azurerm_client_config.current.object_id
   description          = "Identity running terraform may enable Capture to this account."
 }
+
+# Enabling Capture checks the namespace identity's and the caller's access to
+# the container; the provider does not retry a 403, so the hubs are created
+# only after the roles above had time to propagate.
+resource "time_sleep" "capture_roles" {
+  create_duration = var.role_propagation_wait
+
+  triggers = {
+    role_assignment_ids = join(",", concat(
+      [azurerm_role_assignment.namespace_capture_blob.id],
+      azurerm_role_assignment.deployer_capture_blob[*].id,
+    ))
+  }
+}

@@ -63,11 +63,9 @@ resource "azurerm_eventhub" "this" {
     }
   }
 
-  # Capture validates its access to the container when it is enabled.
-  depends_on = [
-    azurerm_role_assignment.namespace_capture_blob,
-    azurerm_role_assignment.deployer_capture_blob,
-  ]
+  # Capture validates its access to the container when it is enabled: wait
+  # for the roles to propagate (capture.tf).
+  depends_on = [time_sleep.capture_roles]
 
   lifecycle {
     precondition {

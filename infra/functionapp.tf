@@ -30,10 +30,12 @@ resource "azurerm_service_plan" "this" {
 locals {
   # Every setting the handler reads. Secrets appear only as Key Vault
   # references; FUNCTIONS_WORKER_RUNTIME comes from use_custom_runtime and
-  # AzureWebJobsStorage from storage_account_name/access_key.
+  # AzureWebJobsStorage from storage_account_name/access_key. A reference
+  # without a version ("<versionless id>/") follows rotation: the platform
+  # picks up a new secret version within a day, or at the next restart.
   kafka_secret_references = {
     for setting, secret in azurerm_key_vault_secret.kafka :
-    setting => "@Microsoft.KeyVault(SecretUri=${secret.versionless_id})"
+    setting => "@Microsoft.KeyVault(SecretUri=${secret.versionless_id}/)"
   }
 
   # Zip deployment of the prebuilt package (scripts/deploy.sh): run it as
@@ -57,7 +59,7 @@ locals {
 
       # Identity-based connection "EVENTHUBS": no key, no connection string.
       EVENTHUBS__fullyQualifiedNamespace = local.eventhubs_fqdn
-      EVENTHUBS__clientId                = var.eventhubs_client_id
+      EVENTHUBS__clientId                = azurerm_user_assigned_identity.function_app.client_id
 
       MIRROR_SCHEDULE        = var.mirror_schedule
       MIRROR_MAX_RECORDS     = tostring(var.mirror_max_records)
@@ -95,9 +97,18 @@ resource "azurerm_linux_function_app" "this" {
 
   virtual_network_subnet_id = var.vnet_integration_subnet_id
 
+  # One user-assigned identity, created (with its roles, see below) before
+  # the app: Key Vault references resolve on the app's first start, and
+  # EVENTHUBS__clientId names the same identity for Event Hubs.
   identity {
-    type = "SystemAssigned"
+    type         = "UserAssigned"
+    identity_ids = [azurerm_user_assigned_identity.function_app.id]
   }
+  key_vault_reference_identity_id = azurerm_user_assigned_identity.function_app.id
+
+  # Off: the legacy AzureWebJobsDashboard setting; logs go to Application
+  # Insights only.
+  builtin_logging_enabled = false
 
   site_config {
     application_stack {
@@ -116,12 +127,28 @@ resource "azurerm_linux_function_app" "this" {
 
   tags = local.tags
 
+  # The identity's roles exist, and had time to propagate, before the app
+  # starts and resolves its Key Vault references.
+  depends_on = [time_sleep.function_app_roles]
+
   lifecycle {
     precondition {
       condition     = var.kafka_tls || nonsensitive(var.kafka_tls_ca_pem == null)
       error_message = "kafka_tls_ca_pem is set but kafka_tls is false; the handler uses the CA only over TLS."
     }
   }
+}
+
+# The function app's identity. It is a resource of its own so that its roles
+# can be granted before the app exists (a system-assigned identity exists only
+# once the app does, and the app would first start with Key Vault references
+# it may not read yet).
+resource "azurerm_user_assigned_identity" "function_app" {
+  name                = local.names.function_identity
+  resource_group_name = local.resource_group.name
+  location            = var.location
+
+  tags = local.tags
 }
 
 # Every role the function app's identity holds, and nothing broader:
@@ -143,7 +170,17 @@ resource "azurerm_role_assignment" "function_app" {
 
   scope                = each.value.scope
   role_definition_name = each.value.role
-  principal_id         = azurerm_linux_function_app.this.identity[0].principal_id
+  principal_id         = azurerm_user_assigned_identity.function_app.principal_id
   principal_type       = "ServicePrincipal"
   description          = each.value.description
+}
+
+# Azure RBAC is eventually consistent: a new assignment can take minutes to
+# take effect. The app starts only after this wait.
+resource "time_sleep" "function_app_roles" {
+  create_duration = var.role_propagation_wait
+
+  triggers = {
+    for name, ra in azurerm_role_assignment.function_app : name => ra.id
+  }
 }

@@ -57,7 +57,7 @@ locals {
   # Merged into the function app's settings (functionapp.tf).
   kafka_tls_client_secret_references = {
     for setting, secret in azurerm_key_vault_secret.kafka_tls_client :
-    setting => "@Microsoft.KeyVault(SecretUri=${secret.versionless_id})"
+    setting => "@Microsoft.KeyVault(SecretUri=${secret.versionless_id}/)"
   }
 }
 
@@ -75,7 +75,8 @@ resource "azurerm_key_vault_secret" "kafka_tls_client" {
 
   tags = local.tags
 
-  depends_on = [azurerm_role_assignment.deployer_key_vault_secrets]
+  # Written only once the deployer's role has propagated (keyvault.tf).
+  depends_on = [time_sleep.deployer_key_vault_secrets]
 
   lifecycle {
     precondition {

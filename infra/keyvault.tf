@@ -23,6 +23,17 @@ resource "azurerm_role_assignment" "deployer_key_vault_secrets" {
   description          = "Identity running terraform writes the Kafka secrets."
 }
 
+# Azure RBAC is eventually consistent and the provider does not retry a 403:
+# the secrets are written only after this wait for the role above (and
+# again after it is replaced).
+resource "time_sleep" "deployer_key_vault_secrets" {
+  create_duration = var.role_propagation_wait
+
+  triggers = {
+    role_assignment_ids = join(",", azurerm_role_assignment.deployer_key_vault_secrets[*].id)
+  }
+}
+
 resource "azurerm_key_vault_secret" "kafka" {
   for_each = local.kafka_secret_names
 
@@ -37,7 +48,7 @@ resource "azurerm_key_vault_secret" "kafka" {
 
   tags = local.tags
 
-  depends_on = [azurerm_role_assignment.deployer_key_vault_secrets]
+  depends_on = [time_sleep.deployer_key_vault_secrets]
 
   lifecycle {
     precondition {

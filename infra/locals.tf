@@ -22,8 +22,10 @@ locals {
     key_vault                = "kv-${local.compact}-${local.suffix}"
     service_plan             = "asp-${local.base}"
     function_app             = "func-${local.base}-${local.suffix}"
+    function_identity        = "id-${local.base}"
     log_analytics_workspace  = "log-${local.base}"
     application_insights     = "appi-${local.base}"
+    action_group             = "ag-${local.base}"
   }
 
   tags = merge(var.tags, {

@@ -29,8 +29,13 @@ output "function_app_default_hostname" {
 }
 
 output "function_app_principal_id" {
-  description = "Object ID of the function app's system-assigned identity (holds Azure Event Hubs Data Sender on the namespace)."
-  value       = azurerm_linux_function_app.this.identity[0].principal_id
+  description = "Object ID of the function app's user-assigned identity (holds Azure Event Hubs Data Sender on the namespace and Key Vault Secrets User on the vault)."
+  value       = azurerm_user_assigned_identity.function_app.principal_id
+}
+
+output "function_app_identity_client_id" {
+  description = "Client ID of the function app's user-assigned identity (EVENTHUBS__clientId)."
+  value       = azurerm_user_assigned_identity.function_app.client_id
 }
 
 output "capture_storage_account_name" {

@@ -329,6 +329,17 @@ variable "grant_deployer_key_vault_access" {
   default     = true
 }
 
+variable "role_propagation_wait" {
+  description = "How long to wait after creating role assignments before using them (writing the Kafka secrets, enabling Capture, starting the function app), as a duration such as \"120s\" or \"3m\". Azure RBAC can take minutes to take effect and a 403 is not retried, so a first apply on a fresh subscription needs this wait."
+  type        = string
+  default     = "120s"
+
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(s|m|h))+$", var.role_propagation_wait))
+    error_message = "role_propagation_wait must be a duration such as \"120s\", \"3m\" or \"0s\" (units s, m, h)."
+  }
+}
+
 variable "additional_app_settings" {
   description = "Extra app settings for the function app. Must not contain settings this module owns (the KAFKA_*, EVENTHUBS__*, MIRROR_* settings, FUNCTIONS_WORKER_RUNTIME, AzureWebJobsStorage)."
   type        = map(string)
@@ -447,21 +458,6 @@ variable "kafka_start_offset" {
   validation {
     condition     = contains(["earliest", "latest"], var.kafka_start_offset)
     error_message = "kafka_start_offset must be \"earliest\" or \"latest\"."
-  }
-}
-
-###############################################################################
-# Event Hubs target (app settings EVENTHUBS__*)
-###############################################################################
-
-variable "eventhubs_client_id" {
-  description = "Client ID of a user-assigned identity for Event Hubs (EVENTHUBS__clientId). Empty uses the function app's system-assigned identity, which this module grants Azure Event Hubs Data Sender."
-  type        = string
-  default     = ""
-
-  validation {
-    condition     = var.eventhubs_client_id == "" || can(regex("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", var.eventhubs_client_id))
-    error_message = "eventhubs_client_id must be empty or a GUID."
   }
 }
 

@@ -9,5 +9,10 @@ terraform {
       source  = "hashicorp/azurerm"
       version = "~> 5.2"
     }
+    # time_sleep: waits for role assignments to propagate.
+    time = {
+      source  = "hashicorp/time"
+      version = "~> 0.13"
+    }
   }
 }

@@ -7,111 +7,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/ehmirror/ehmirror/mirror"
 )
-
-// Claim joins the consumer group (Options.Group) subscribed to topics, using
-// kafka-go's ConsumerGroup (round-robin, else range assignment), and returns
-// the partitions this member owns for the current generation with their
-// committed offsets.
-//
-// Membership lifecycle. kafka-go's ConsumerGroup rejoins by itself as soon
-// as a generation ends, and then waits for someone to call Next; if nobody
-// does, it stops heartbeating that new generation and the next rebalance of
-// the group stalls until RebalanceTimeout evicts it. This adapter therefore
-// keeps calling Next in a goroutine per membership and parks the newest
-// generation. When a claim is lost (Lost closes), the membership stays in
-// the group (kafka-go has already rejoined, and the group split partitions
-// with the newcomer) until either
-//   - Claim is called again with the same topics: it takes the parked
-//     generation at once, without another rebalance, or
-//   - the lost claim is Released: the member leaves, or
-//   - nothing happens for SessionTimeout: the member leaves by itself.
-//
-// Release leaves promptly: it stops kafka-go from dialling again, closes the
-// membership's connections (so a join or heartbeat in flight cannot hold it
-// up), and sends LeaveGroup itself through the Source's Transport.
-//
-// Claim fails fast when the group cannot be joined (for example the broker is
-// down) instead of waiting out kafka-go's join backoff; the caller retries.
-func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("kafka: claim: %w", err)
-	}
-	ts := slices.Clone(topics)
-	slices.Sort(ts)
-	ts = slices.Compact(ts)
-	if len(ts) == 0 || ts[0] == "" {
-		return nil, errors.New("kafka: claim: no topics (or an empty topic name)")
-	}
-	key := strings.Join(ts, "\x00")
-
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("kafka: claim: %w", ErrClosed)
-	}
-	var m *membership
-	var idleOther []*membership
-	for mm := range s.members {
-		if mm.key == key && m == nil && mm.takeIfIdle() {
-			m = mm
-		} else if mm.key != key && mm.isIdle() {
-			idleOther = append(idleOther, mm)
-		}
-	}
-	if m == nil {
-		if len(s.unleft) > 0 {
-			s.mu.Unlock()
-			s.retryLeaves(ctx)
-			s.mu.Lock()
-			if s.closed {
-				s.mu.Unlock()
-				return nil, fmt.Errorf("kafka: claim: %w", ErrClosed)
-			}
-		}
-		var err error
-		if m, err = s.newMembership(ts, key); err != nil {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("kafka: claim group %q: %w", s.opts.Group, err)
-		}
-		s.members[m] = struct{}{}
-	}
-	s.mu.Unlock()
-
-	// Idle memberships for another topic set only hold partitions back;
-	// this process is joining anew anyway.
-	for _, mm := range idleOther {
-		mm.shutdown()
-	}
-
-	start := time.Now()
-	c, err := m.await(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: claim group %q topics %v: %w", s.opts.Group, ts, err)
-	}
-	// Read the committed offsets ourselves: kafka-go's join maps a
-	// partition-level OffsetFetch error (COORDINATOR_LOAD_IN_PROGRESS while
-	// a coordinator loads the group) to "nothing committed", which would
-	// restart the partition at the earliest or latest offset.
-	tps := make([]mirror.TopicPartition, 0, len(c.g.assigned))
-	for tp := range c.g.assigned {
-		tps = append(tps, tp)
-	}
-	if c.committed, c.metadata, err = s.committed(ctx, tps); err != nil {
-		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = c.Release(releaseCtx)
-		return nil, fmt.Errorf("kafka: claim group %q: reading committed offsets: %w", s.opts.Group, err)
-	}
-	s.log.Debug("claimed", "generation", c.g.gen.ID, "member", c.g.gen.MemberID,
-		"partitions", len(c.g.assigned), "took", time.Since(start))
-	return c, nil
-}
 
 // claim implements mirror.Claim for one generation.
 type claim struct {
@@ -173,7 +73,7 @@ func (c *claim) Commit(ctx context.Context, offsets map[mirror.TopicPartition]in
 	for tp, off := range offsets {
 		with[tp] = mirror.CommitOffset{Offset: off}
 	}
-	return c.commit(ctx, with)
+	return c.m.afterCommit(c.commit(ctx, with))
 }
 
 // CommitWithMetadata is Commit with metadata stored beside each offset.
@@ -181,7 +81,7 @@ func (c *claim) CommitWithMetadata(ctx context.Context, offsets map[mirror.Topic
 	if c.g.ended() {
 		return fmt.Errorf("kafka: commit group %q generation %d: %w", c.m.s.opts.Group, c.g.gen.ID, ErrClaimLost)
 	}
-	return c.commit(ctx, offsets)
+	return c.m.afterCommit(c.commit(ctx, offsets))
 }
 
 // commit sends the OffsetCommit without the local lost check (tests use it
@@ -238,24 +138,16 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 	return fmt.Errorf("kafka: commit group %q generation %d: %w", s.opts.Group, c.g.gen.ID, err)
 }
 
-// Release leaves the group (LeaveGroup) unless a later Claim has taken this
-// member over, in which case it does nothing. It waits for the leave up to
-// ctx and is safe to call more than once; later calls return the first
-// result.
+// Release ends the claim (Lost closes, commits are refused). The process's
+// membership leaves the group (LeaveGroup) when no other claim holds it:
+// after Options.IdleGrace, or at once, waiting for the leave up to ctx, when
+// the grace is zero, the membership is retired or its generation ended (see
+// membership). It is safe to call more than once; later calls return the
+// first result.
 func (c *claim) Release(ctx context.Context) error {
 	c.releaseOnce.Do(func() {
-		m := c.m
-		m.mu.Lock()
-		mine := m.owner == c && !m.waiting
-		if mine {
-			m.closing = true // no Claim may take the member over now
-		}
-		m.mu.Unlock()
-		if !mine {
-			return
-		}
-		if err := m.close(ctx); err != nil {
-			c.releaseErr = fmt.Errorf("kafka: release group %q: %w", m.s.opts.Group, err)
+		if err := c.m.release(ctx, c); err != nil {
+			c.releaseErr = fmt.Errorf("kafka: release group %q: %w", c.m.s.opts.Group, err)
 		}
 	})
 	return c.releaseErr

@@ -101,8 +101,11 @@ func TestSecondMemberFencesFirst(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	addrs := c.ListenAddrs()
-	s1 := newTestSource(t, addrs, "g-fence")
-	s2 := newTestSource(t, addrs, "g-fence")
+	// A short idle grace: the lost member stays to be re-claimed, and a
+	// released one leaves soon.
+	grace := func(o *Options) { o.IdleGrace = 1500 * time.Millisecond }
+	s1 := newTestSource(t, addrs, "g-fence", grace)
+	s2 := newTestSource(t, addrs, "g-fence", grace)
 	ctx := ctxT(t, 30*time.Second)
 	all := allPartitions(3, testTopics...)
 
@@ -229,12 +232,16 @@ func TestSecondMemberFencesFirst(t *testing.T) {
 }
 
 // TestLostClaimLeavesWhenIdle: a lost claim nobody re-claims or releases
-// leaves the group after SessionTimeout, so the other member gets everything.
+// leaves the group after IdleGrace, so the other member gets everything.
 func TestLostClaimLeavesWhenIdle(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, kfake.GroupMinSessionTimeout(time.Second))
 	addrs := c.ListenAddrs()
-	short := func(o *Options) { o.SessionTimeout = 2 * time.Second; o.HeartbeatInterval = 200 * time.Millisecond }
+	short := func(o *Options) {
+		o.SessionTimeout = 2 * time.Second
+		o.HeartbeatInterval = 200 * time.Millisecond
+		o.IdleGrace = 2 * time.Second
+	}
 	s1 := newTestSource(t, addrs, "g-idle", short)
 	s2 := newTestSource(t, addrs, "g-idle", short)
 	ctx := ctxT(t, 20*time.Second)

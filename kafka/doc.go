@@ -34,10 +34,13 @@
 // # Consumer group
 //
 // Claim uses kafka-go's ConsumerGroup (round-robin, else range assignment).
-// See [Source.Claim] for the membership lifecycle: lost claims keep their
-// member in the group (kafka-go rejoins by itself) so that an immediate
-// re-Claim gets the new split without another rebalance; Release leaves at
-// once with LeaveGroup; an idle member leaves after SessionTimeout. Commits
+// A Source has one group member at a time, shared by every claim (see
+// [Source.Claim] and membership.go): a Claim made while another is held
+// takes the same generation, without a join; the member stays
+// Options.IdleGrace after the last Release (leaving at once when its
+// generation ends while unused), and leaves without grace after a commit
+// with an unknown outcome. A Claim waits for a generation at most
+// Options.JoinTimeout and a third of its context's remaining time. Commits
 // carry the claim's generation and member ID, and the coordinator rejects
 // them once the generation is over (kfake does too: ILLEGAL_GENERATION or
 // UNKNOWN_MEMBER_ID), which is what keeps offsets from regressing across
@@ -50,8 +53,11 @@
 //     member's next heartbeat, ≤ HeartbeatInterval (≈500 ms), and the second
 //     member's Claim returns right after (≈0.5 s). Re-Claim by the first
 //     process takes its already-joined generation in microseconds.
-//   - Release (LeaveGroup): 0.2–2 ms; the remaining member's Lost fires at
-//     its next heartbeat (≈0.3–0.5 s).
+//   - A second Claim in the same process while one is held: ≈10 ms, same
+//     generation, no rebalance.
+//   - Release of the last claim: LeaveGroup after IdleGrace (5 s), then
+//     0.2–2 ms; the remaining member's Lost fires at its next heartbeat
+//     (≈0.3–0.5 s).
 //   - Broker down: Lost fires at the next heartbeat; every call fails within
 //     about a millisecond (connection refused). Broker back on the same port
 //     with its data: every call works again within a few ms, including

@@ -3,8 +3,9 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,11 +18,16 @@ import (
 // closing, so kafka-go's ConsumerGroup cannot rejoin behind our back.
 var errMembershipClosed = errors.New("kafka: group membership closed")
 
-// generation is one kafka-go Generation with its end signal.
+// generation is one kafka-go Generation with its end signal. Every claim
+// gets its own view of the generation (base set, assigned narrowed to the
+// claim's topics, lost closed when the generation ends or the claim is
+// released), so the claim code reads c.g the same way in both cases.
 type generation struct {
 	gen      *kafkago.Generation
 	lost     chan struct{} // closed when the generation ends
 	assigned map[mirror.TopicPartition]int64
+	base     *generation // the membership's generation this view is of; nil for that one
+	endOnce  sync.Once
 }
 
 func (g *generation) ended() bool {
@@ -33,12 +39,40 @@ func (g *generation) ended() bool {
 	}
 }
 
-// membership is one kafka-go ConsumerGroup member. Successive claims may use
-// it while it stays in the group.
+// end closes lost once.
+func (g *generation) end() { g.endOnce.Do(func() { close(g.lost) }) }
+
+// view is a claim's view of g, narrowed to topics.
+func (g *generation) view(topics []string) *generation {
+	v := &generation{gen: g.gen, lost: make(chan struct{}), assigned: make(map[mirror.TopicPartition]int64), base: g}
+	for tp, off := range g.assigned {
+		if slices.Contains(topics, tp.Topic) {
+			v.assigned[tp] = off
+		}
+	}
+	return v
+}
+
+// membership is the process's one consumer-group member (one kafka-go
+// ConsumerGroup). Every drain of the process claims through it: claims made
+// while a generation is live share that generation, and the mirror keeps
+// two drains off the same partition (Mirror.hold), so a second concurrent
+// drain works on what the first is not holding instead of joining again and
+// rebalancing the first.
+//
+// Lifetime. The member stays while a claim is held or a Claim waits for a
+// generation. When the last claim is released it stays IdleGrace longer, so
+// back-to-back drains (a catch-up's drains, a timer run right after another
+// drain) do not leave and join again (on a real broker an empty group waits
+// group.initial.rebalance.delay.ms, 3 s by default, before its first
+// generation, and every join rebalances the other members). An unused
+// member leaves at once when its generation ends (another member joined or
+// left), so it never takes partitions in a new generation it will not drain.
+// A membership whose subscription no longer fits the claims is retired: it
+// takes no new claims and leaves as soon as its last claim is released.
 type membership struct {
 	s      *Source
-	key    string
-	topics []string
+	topics []string // the subscription, sorted
 	cg     *kafkago.ConsumerGroup
 	log    *slog.Logger
 
@@ -49,33 +83,183 @@ type membership struct {
 	gated  bool
 	conns  map[*trackedConn]struct{}
 
-	mu        sync.Mutex
-	pending   *generation   // newest generation not yet claimed
-	err       error         // terminal error from ConsumerGroup.Next
-	notify    chan struct{} // closed (and replaced) when pending or err change
-	owner     *claim        // the claim that holds, or last held, this member
-	waiting   bool          // a Claim call is waiting in await
-	closing   bool
-	memberID  string
-	idleTimer *time.Timer
+	mu         sync.Mutex
+	current    *generation         // newest live generation, nil while (re)joining
+	err        error               // terminal error from ConsumerGroup.Next
+	notify     chan struct{}       // closed (and replaced) when current or err change
+	claims     map[*claim]struct{} // claims not yet released
+	waiters    int                 // Claim calls waiting for a generation
+	retired    bool                // takes no new claims; leaves when unused
+	closing    bool
+	memberID   string
+	graceTimer *time.Timer
 
 	closeOnce sync.Once
 	done      chan struct{} // closed when fully closed
 	closeErr  error         // LeaveGroup outcome; read after done
 }
 
-func (s *Source) newMembership(topics []string, key string) (*membership, error) {
+// Claim returns a claim on this process's group membership subscribed to
+// topics: the partitions of those topics the member owns in the current
+// generation, with their committed offsets. It joins the consumer group
+// (Options.Group; kafka-go's ConsumerGroup, round-robin else range
+// assignment) only when the process has no membership that fits:
+//
+//   - A membership subscribed to exactly topics, or in use by another claim
+//     and subscribed to a superset of topics, is shared: the claim takes its
+//     live generation without a rebalance (or waits for the one being
+//     joined).
+//   - Otherwise a new member joins, subscribed to topics plus the topics of
+//     the claims still using the old one, and the old member is retired: it
+//     leaves once its claims are released (at once when it has none).
+//
+// The wait for a generation is bounded by the join bound (see joinBound):
+// a JoinGroup or SyncGroup that does not complete within it fails the Claim,
+// and a membership nobody else waits for is abandoned: it takes no claim
+// and leaves the group once kafka-go's join ends (see shutdown).
+//
+// kafka-go's ConsumerGroup rejoins by itself as soon as a generation ends
+// and then waits for someone to call Next; a goroutine per membership keeps
+// calling Next (pump), so the member never stalls a rebalance, and parks the
+// newest generation for the next Claim.
+func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kafka: claim: %w", err)
+	}
+	ts := slices.Clone(topics)
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
+	if len(ts) == 0 || ts[0] == "" {
+		return nil, errors.New("kafka: claim: no topics (or an empty topic name)")
+	}
+	bound := s.joinBound(ctx)
+	jctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+
+	// Members whose LeaveGroup failed during an outage would hold up a
+	// join until their session expires: leave on their behalf first.
+	s.mu.Lock()
+	unleft := len(s.unleft) > 0
+	s.mu.Unlock()
+	if unleft {
+		s.retryLeaves(jctx)
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("kafka: claim: %w", ErrClosed)
+	}
+	m, old, oldTopics := s.membershipFor(ts)
+	if m == nil {
+		sub := ts
+		if len(oldTopics) > 0 {
+			sub = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(ts), oldTopics...))))
+		}
+		var err error
+		if m, err = s.newMembership(sub); err != nil {
+			s.mu.Unlock()
+			if old != nil {
+				old.leaveIfUnused()
+			}
+			return nil, fmt.Errorf("kafka: claim group %q: %w", s.opts.Group, err)
+		}
+		s.members[m] = struct{}{}
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.leaveIfUnused()
+	}
+
+	start := time.Now()
+	c, err := m.await(jctx, ts)
+	if err != nil {
+		if ctx.Err() == nil && jctx.Err() != nil {
+			err = fmt.Errorf("no group generation within the join bound %v (JoinGroup/SyncGroup did not complete; join abandoned): %w", bound.Round(time.Millisecond), err)
+		}
+		return nil, fmt.Errorf("kafka: claim group %q topics %v: %w", s.opts.Group, ts, err)
+	}
+	// Read the committed offsets ourselves: kafka-go's join maps a
+	// partition-level OffsetFetch error (COORDINATOR_LOAD_IN_PROGRESS while
+	// a coordinator loads the group) to "nothing committed", which would
+	// restart the partition at the earliest or latest offset.
+	tps := make([]mirror.TopicPartition, 0, len(c.g.assigned))
+	for tp := range c.g.assigned {
+		tps = append(tps, tp)
+	}
+	if c.committed, c.metadata, err = s.committed(ctx, tps); err != nil {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = c.Release(releaseCtx)
+		return nil, fmt.Errorf("kafka: claim group %q: reading committed offsets: %w", s.opts.Group, err)
+	}
+	s.log.Debug("claimed", "generation", c.g.gen.ID, "member", c.g.gen.MemberID,
+		"partitions", len(c.g.assigned), "took", time.Since(start))
+	return c, nil
+}
+
+// joinBound is how long a Claim waits for a generation: Options.JoinTimeout,
+// and at most a third of the time left before ctx's deadline (a drain's
+// work deadline), so a join that hangs leaves the drain most of its budget
+// and the next drain retries.
+func (s *Source) joinBound(ctx context.Context) time.Duration {
+	bound := s.opts.JoinTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(d)/3)
+	}
+	return max(bound, 100*time.Millisecond)
+}
+
+// membershipFor picks the membership a Claim for topics (sorted) uses and
+// registers the Claim as its waiter. With none fitting it returns nil, the
+// membership to retire (if any) and, when that one is in use, its topics
+// (the new member must keep serving them). s.mu must be held.
+func (s *Source) membershipFor(topics []string) (m, old *membership, oldTopics []string) {
+	for mm := range s.members {
+		mm.mu.Lock()
+		if mm.closing || mm.retired {
+			mm.mu.Unlock()
+			continue
+		}
+		inUse := !mm.unusedLocked()
+		covers := true
+		for _, t := range topics {
+			if !slices.Contains(mm.topics, t) {
+				covers = false
+				break
+			}
+		}
+		if covers && (inUse || slices.Equal(topics, mm.topics)) {
+			mm.waiters++
+			if mm.graceTimer != nil {
+				mm.graceTimer.Stop()
+				mm.graceTimer = nil
+			}
+			mm.mu.Unlock()
+			return mm, nil, nil
+		}
+		mm.retired = true
+		if inUse {
+			oldTopics = mm.topics
+		}
+		mm.mu.Unlock()
+		old = mm
+	}
+	return nil, old, oldTopics
+}
+
+func (s *Source) newMembership(topics []string) (*membership, error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	m := &membership{
 		s:       s,
-		key:     key,
 		topics:  topics,
 		log:     s.log.With("topics", topics),
 		ctx:     ctx,
 		cancel:  cancel,
 		conns:   make(map[*trackedConn]struct{}),
 		notify:  make(chan struct{}),
-		waiting: true,
+		claims:  make(map[*claim]struct{}),
+		waiters: 1,
 		done:    make(chan struct{}),
 	}
 	cg, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
@@ -113,7 +297,7 @@ func (s *Source) newMembership(topics []string, key string) (*membership, error)
 }
 
 // pump receives every generation kafka-go produces, so kafka-go never blocks
-// handing one over, and parks the newest for await.
+// handing one over, and makes the newest the current one.
 func (m *membership) pump() {
 	for {
 		gen, err := m.cg.Next(m.ctx)
@@ -135,12 +319,12 @@ func (m *membership) pump() {
 		g := &generation{gen: gen, lost: make(chan struct{}), assigned: assignments(gen)}
 		gen.Start(func(ctx context.Context) {
 			<-ctx.Done()
-			close(g.lost)
+			g.end()
 			m.generationEnded(g)
 		})
 		m.mu.Lock()
 		m.memberID = gen.MemberID
-		m.pending = g
+		m.current = g
 		m.signal()
 		m.mu.Unlock()
 		m.log.Debug("generation joined", "generation", gen.ID, "member", gen.MemberID, "partitions", len(g.assigned))
@@ -169,83 +353,76 @@ func (m *membership) signal() {
 	m.notify = make(chan struct{})
 }
 
-// generationEnded runs when kafka-go ends g (rebalance, coordinator loss,
-// closing). If g was claimed, the member becomes idle and is given
-// SessionTimeout to be claimed again or released.
-func (m *membership) generationEnded(g *generation) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.pending == g {
-		m.pending = nil
-	}
-	c := m.owner
-	if c == nil || c.g != g || m.closing {
-		return
-	}
-	m.log.Debug("claim lost", "generation", g.gen.ID)
-	if m.idleTimer != nil {
-		m.idleTimer.Stop()
-	}
-	m.idleTimer = time.AfterFunc(m.s.opts.SessionTimeout, func() {
-		m.mu.Lock()
-		idle := m.owner == c && !m.waiting && !m.closing
-		m.mu.Unlock()
-		if idle {
-			m.log.Debug("idle membership leaves the group")
-			m.shutdown()
-		}
-	})
-}
-
-// isIdle reports whether the member's claim was lost and nobody took it over.
-func (m *membership) isIdle() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.idleLocked()
-}
-
-func (m *membership) idleLocked() bool {
-	return !m.closing && !m.waiting && m.owner != nil && m.owner.g.ended()
-}
-
-// takeIfIdle reserves an idle membership for a new Claim.
-func (m *membership) takeIfIdle() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.idleLocked() {
+// unusedLocked reports whether no Claim waits and no claim is live (claims
+// lost but not yet released do not count); m.mu must be held.
+func (m *membership) unusedLocked() bool {
+	if m.waiters > 0 {
 		return false
 	}
-	m.waiting = true
-	if m.idleTimer != nil {
-		m.idleTimer.Stop()
-		m.idleTimer = nil
+	for c := range m.claims {
+		if !c.g.ended() {
+			return false
+		}
 	}
 	return true
 }
 
-// await waits for a live generation and makes it a claim. On failure or
-// cancellation the membership is closed.
-func (m *membership) await(ctx context.Context) (*claim, error) {
+// startGraceLocked (re)starts the idle grace timer; m.mu must be held.
+func (m *membership) startGraceLocked() {
+	if m.graceTimer != nil {
+		m.graceTimer.Stop()
+	}
+	m.graceTimer = time.AfterFunc(max(m.s.opts.IdleGrace, 0), m.leaveIfUnused)
+}
+
+// generationEnded runs when kafka-go ends g (rebalance, coordinator loss,
+// closing): the claims on g are lost. A member without claims leaves now
+// rather than take partitions in the next generation that no drain would
+// read; one whose lost claims are not released yet (drains winding down,
+// likely to claim again) gets IdleGrace.
+func (m *membership) generationEnded(g *generation) {
+	m.mu.Lock()
+	if m.current == g {
+		m.current = nil
+	}
+	for c := range m.claims {
+		if c.g.base == g {
+			c.g.end()
+		}
+	}
+	idle := m.unusedLocked() && !m.closing
+	if idle && len(m.claims) > 0 && !m.retired {
+		idle = false
+		m.startGraceLocked()
+	}
+	m.mu.Unlock()
+	if idle {
+		m.log.Debug("unused member leaves at the end of its generation", "generation", g.gen.ID)
+		m.shutdown()
+	}
+}
+
+// await waits for a live generation and makes it a claim on topics. The
+// caller registered itself as a waiter. When ctx ends and nobody else uses
+// the membership, the membership is abandoned (closed).
+func (m *membership) await(ctx context.Context, topics []string) (*claim, error) {
 	for {
 		m.mu.Lock()
-		if g := m.pending; g != nil {
-			m.pending = nil
-			if g.ended() {
-				m.mu.Unlock()
-				continue
-			}
-			c := &claim{m: m, g: g}
-			m.owner = c
-			m.waiting = false
+		if g := m.current; g != nil && !g.ended() && !m.closing {
+			c := &claim{m: m, g: g.view(topics)}
+			m.claims[c] = struct{}{}
+			m.waiters--
 			m.mu.Unlock()
 			return c, nil
 		}
 		if err := m.err; err != nil {
+			m.waiters--
 			m.mu.Unlock()
 			m.shutdown()
 			return nil, err
 		}
 		if m.closing {
+			m.waiters--
 			m.mu.Unlock()
 			if m.s.isClosed() {
 				return nil, ErrClosed
@@ -257,24 +434,94 @@ func (m *membership) await(ctx context.Context) (*claim, error) {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			m.shutdown()
+			m.mu.Lock()
+			m.waiters--
+			unused := m.unusedLocked()
+			m.mu.Unlock()
+			if unused {
+				// Abandoned. Before its first generation the member ID is
+				// unknown, so the join is not cut: kafka-go finishes it in
+				// the background and leaves with that ID (a cut join could
+				// leave a member the coordinator keeps, that nobody can
+				// remove). The Claim has returned either way.
+				m.shutdown()
+			}
 			return nil, ctx.Err()
 		}
 	}
 }
 
+// release ends claim c. When that leaves the membership unused it leaves the
+// group after IdleGrace, or at once (waiting up to ctx) when it is retired,
+// has no live generation, or IdleGrace is negative.
+func (m *membership) release(ctx context.Context, c *claim) error {
+	m.mu.Lock()
+	if _, ok := m.claims[c]; !ok {
+		m.mu.Unlock()
+		return nil
+	}
+	delete(m.claims, c)
+	c.g.end()
+	if !m.unusedLocked() || m.closing {
+		m.mu.Unlock()
+		return nil
+	}
+	grace := m.s.opts.IdleGrace
+	if m.retired || grace <= 0 || m.current == nil || m.current.ended() {
+		m.mu.Unlock()
+		return m.close(ctx)
+	}
+	m.startGraceLocked()
+	m.mu.Unlock()
+	return nil
+}
+
+// afterCommit retires the membership when a commit failed without a definite
+// outcome (anything but a fenced or locally refused commit): the broker may
+// still apply that request later, after a higher commit of a later claim on
+// the same generation. Retired, the member takes no new claim and leaves
+// when its claims are released, with no idle grace, so the coordinator
+// fences the late request. It returns err.
+func (m *membership) afterCommit(err error) error {
+	if err == nil || errors.Is(err, ErrClaimLost) {
+		return err
+	}
+	m.mu.Lock()
+	if !m.retired {
+		m.log.Debug("commit outcome unknown; the member leaves once its claims are released", "err", err)
+	}
+	m.retired = true
+	m.mu.Unlock()
+	return err
+}
+
+// leaveIfUnused shuts the membership down when no claim holds it and no
+// Claim waits for it.
+func (m *membership) leaveIfUnused() {
+	m.mu.Lock()
+	unused := m.unusedLocked() && !m.closing
+	m.mu.Unlock()
+	if unused {
+		m.log.Debug("unused member leaves the group")
+		m.shutdown()
+	}
+}
+
 // shutdown starts closing the membership (once) and returns at once; done
-// closes when it has finished. With a known member ID it gates the dialer,
-// closes the member's connections and sends LeaveGroup itself; before the
-// first generation (member ID unknown) it lets kafka-go finish the join and
-// leave on its own.
+// closes when it has finished. Every claim on it is lost. With a known
+// member ID it gates the dialer, closes the member's connections and sends
+// LeaveGroup itself; before the first generation (member ID unknown) it lets
+// kafka-go finish the join and leave on its own.
 func (m *membership) shutdown() {
 	m.closeOnce.Do(func() {
 		m.mu.Lock()
 		m.closing = true
 		memberID := m.memberID
-		if m.idleTimer != nil {
-			m.idleTimer.Stop()
+		if m.graceTimer != nil {
+			m.graceTimer.Stop()
+		}
+		for c := range m.claims {
+			c.g.end()
 		}
 		m.signal()
 		m.mu.Unlock()
@@ -315,61 +562,4 @@ func (m *membership) close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// dial is the ConsumerGroup's Dialer.DialFunc: it refuses once the
-// membership is gated and tracks connections so gate can close them.
-func (m *membership) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	m.connMu.Lock()
-	gated := m.gated
-	m.connMu.Unlock()
-	if gated {
-		return nil, errMembershipClosed
-	}
-	d := net.Dialer{Timeout: m.s.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	c, err := d.DialContext(ctx, network, address)
-	if err != nil {
-		return nil, err
-	}
-	tc := &trackedConn{Conn: c, m: m}
-	m.connMu.Lock()
-	defer m.connMu.Unlock()
-	if m.gated {
-		_ = c.Close()
-		return nil, errMembershipClosed
-	}
-	m.conns[tc] = struct{}{}
-	return tc, nil
-}
-
-// gate makes dial refuse and closes every open connection of the member, so
-// kafka-go's blocked requests (join, sync, heartbeat) fail at once.
-func (m *membership) gate() {
-	m.connMu.Lock()
-	m.gated = true
-	conns := make([]*trackedConn, 0, len(m.conns))
-	for c := range m.conns {
-		conns = append(conns, c)
-	}
-	m.connMu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
-// trackedConn removes itself from its membership when closed.
-type trackedConn struct {
-	net.Conn
-	m    *membership
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.m.connMu.Lock()
-		delete(c.m.conns, c)
-		c.m.connMu.Unlock()
-	})
-	return err
 }

@@ -27,6 +27,13 @@ const (
 	DefaultHeartbeatInterval = 500 * time.Millisecond
 	// DefaultRebalanceTimeout is the default Options.RebalanceTimeout.
 	DefaultRebalanceTimeout = 10 * time.Second
+	// DefaultIdleGrace is the default Options.IdleGrace.
+	DefaultIdleGrace = 5 * time.Second
+	// DefaultJoinTimeout is the default Options.JoinTimeout: the default
+	// RebalanceTimeout (how long a legitimate rebalance may keep a JoinGroup
+	// waiting for the other members) plus a real broker's 3 s
+	// group.initial.rebalance.delay.ms and a margin.
+	DefaultJoinTimeout = 15 * time.Second
 	// DefaultFetchMaxWait is the default Options.FetchMaxWait.
 	DefaultFetchMaxWait = 250 * time.Millisecond
 	// DefaultDialTimeout is the default Options.DialTimeout.
@@ -151,6 +158,21 @@ type Options struct {
 	// Default: DefaultRebalanceTimeout (10 s).
 	RebalanceTimeout time.Duration
 
+	// IdleGrace is how long the process's group membership stays in the
+	// group after its last claim was released, so back-to-back drains do
+	// not leave and join again. While idle, the member leaves at once when
+	// its generation ends (it never takes part in a new one), so a partition
+	// stays with a process that does not drain it for at most IdleGrace plus
+	// the LeaveGroup round trip (SessionTimeout when the coordinator cannot
+	// be reached). A negative value leaves at once.
+	// Default: DefaultIdleGrace (5 s).
+	IdleGrace time.Duration
+
+	// JoinTimeout bounds how long a Claim waits for a generation (JoinGroup
+	// and SyncGroup); a third of the time left before the Claim's context
+	// deadline bounds it further. Default: DefaultJoinTimeout (15 s).
+	JoinTimeout time.Duration
+
 	// FetchMaxWait bounds a fetch long-poll: how long the broker holds a
 	// Fetch when it has no new data. It is also lowered to half of the
 	// remaining ctx deadline when that is shorter.
@@ -222,10 +244,14 @@ func (o Options) withDefaults() (Options, error) {
 		{&o.FetchMaxWait, DefaultFetchMaxWait, "FetchMaxWait"},
 		{&o.DialTimeout, DefaultDialTimeout, "DialTimeout"},
 		{&o.RequestTimeout, DefaultRequestTimeout, "RequestTimeout"},
+		{&o.JoinTimeout, DefaultJoinTimeout, "JoinTimeout"},
 	} {
 		if err := def(f.d, f.v, f.name); err != nil {
 			return o, err
 		}
+	}
+	if o.IdleGrace == 0 {
+		o.IdleGrace = DefaultIdleGrace
 	}
 	if o.HeartbeatInterval >= o.SessionTimeout {
 		return o, fmt.Errorf("kafka: Options.HeartbeatInterval (%v) must be below SessionTimeout (%v)", o.HeartbeatInterval, o.SessionTimeout)

@@ -2,15 +2,15 @@ package mirror
 
 import (
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 )
 
 // RecordFromEvent reverses [EventFor]: it rebuilds the Kafka record an event
 // was made from, from its body and application properties. Verifiers and
-// consumers use it to check provenance and drop duplicates.
+// consumers use it to check provenance and drop duplicates. Headers come back
+// in their Kafka order, names and values byte for byte. When only the
+// header properties cannot be read, the error wraps [ErrHeaderProperties]
+// and the record has everything else.
 func RecordFromEvent(body []byte, props map[string]any) (Record, error) {
 	var r Record
 	var ok bool
@@ -37,37 +37,11 @@ func RecordFromEvent(body []byte, props map[string]any) (Record, error) {
 			r.Value = []byte{}
 		}
 	}
-	type indexed struct {
-		key string
-		n   int
-		val []byte
+	hs, err := headersFromProperties(props)
+	if err != nil {
+		return r, fmt.Errorf("event %s/%d/%d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
-	var hs []indexed
-	for name, v := range props {
-		rest, ok := strings.CutPrefix(name, PropHeaderPrefix)
-		if !ok {
-			continue
-		}
-		val, _ := v.([]byte)
-		key, n := rest, 0
-		if i := strings.LastIndexByte(rest, '#'); i >= 0 {
-			if k, err := strconv.Atoi(rest[i+1:]); err == nil && k > 0 {
-				key, n = rest[:i], k
-			}
-		}
-		hs = append(hs, indexed{key, n, val})
-	}
-	// Header order across different keys is not kept by a property map;
-	// order by key, then by repetition, which keeps repeated keys in order.
-	sort.Slice(hs, func(i, j int) bool {
-		if hs[i].key != hs[j].key {
-			return hs[i].key < hs[j].key
-		}
-		return hs[i].n < hs[j].n
-	})
-	for _, h := range hs {
-		r.Headers = append(r.Headers, Header{Key: h.key, Value: h.val})
-	}
+	r.Headers = hs
 	return r, nil
 }
 

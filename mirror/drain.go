@@ -52,12 +52,17 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		rep.Stopped = StopFailed
 		return rep, err
 	}
+	if topics, rep.Paused, err = m.dropPaused(workCtx, topics); err != nil {
+		rep.Stopped = StopFailed
+		return rep, err
+	}
 	hubs, names := m.resolveHubs(workCtx, topics, rep)
 	if len(names) == 0 {
 		rep.Stopped = StopNothingToDo
 		return rep, nil
 	}
 
+	mark := m.holdMark() // before the claim reads committed offsets
 	claim, err := m.source.Claim(workCtx, names)
 	if err != nil {
 		rep.Stopped = StopFailed
@@ -77,7 +82,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		tps = append(tps, tp)
 	}
 	sortTopicPartitions(tps)
-	got, busy := m.hold(run, tps)
+	got, busy := m.hold(run, tps, mark)
 	defer m.release(got)
 	for _, tp := range busy {
 		rep.Partitions = append(rep.Partitions, PartitionReport{
@@ -122,6 +127,7 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 		name := m.router.Hub(t.Name)
 		if err, ok := failed[name]; ok {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
+			rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: errorKind(err), Error: err.Error()})
 			continue
 		}
 		if _, ok := hubs[name]; !ok {
@@ -131,10 +137,11 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 			}
 			if err != nil {
 				if errors.Is(err, ErrHubNotFound) {
-					err = fmt.Errorf("event hub %q does not exist: create it or add a route (MIRROR_ROUTES); topic not mirrored and not committed", name)
+					err = fmt.Errorf("event hub %q does not exist: create it or add a route (MIRROR_ROUTES); topic not mirrored and not committed: %w", name, ErrHubNotFound)
 				}
 				failed[name] = err
 				rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
+				rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: errorKind(err), Error: err.Error()})
 				continue
 			}
 			hubs[name] = hub
@@ -632,7 +639,7 @@ func (d *drain) report(ctx context.Context) {
 		}
 		pr.LagAfter = max(end-from, 0)
 		if ps.err != nil {
-			pr.Error = ps.err.Error()
+			pr.Error, pr.Kind = ps.err.Error(), partitionKind(ps)
 		}
 		ps.mu.Unlock()
 		if pr.LagAfter > 0 {

@@ -1,8 +1,6 @@
 package mirror
 
-import (
-	"strconv"
-)
+import "strconv"
 
 // Application property names that carry a Kafka record's provenance and
 // metadata on its event. Together, PropTopic, PropPartition and PropOffset
@@ -17,6 +15,10 @@ import (
 //	kafka.tombstone     boolean     true when the value is null (the body is empty)
 //	kafka.header.NAME   binary      header NAME, byte for byte
 //	kafka.header.NAME#N binary      the (N+1)th header with the same NAME, N >= 1
+//	kafka.header-order  string      header order, when there are two or more names
+//
+// NAME is the header name with '%', '#' and bytes outside valid UTF-8
+// escaped as %XX; see headers.go for the exact rules.
 const (
 	PropTopic        = "kafka.topic"
 	PropPartition    = "kafka.partition"
@@ -25,6 +27,7 @@ const (
 	PropKey          = "kafka.key"
 	PropTombstone    = "kafka.tombstone"
 	PropHeaderPrefix = "kafka.header."
+	PropHeaderOrder  = "kafka.header-order"
 )
 
 // EventFor maps a record to its event: the body is the value and the
@@ -41,28 +44,12 @@ func EventFor(r *Record) Event {
 	if r.Value == nil {
 		props[PropTombstone] = true
 	}
-	for i, h := range r.Headers {
-		props[HeaderProperty(r.Headers[:i], h.Key)] = h.Value
-	}
+	headerProperties(r.Headers, props)
 	return Event{
 		Body:       r.Value,
 		Properties: props,
 		MessageID:  MessageID(r.Topic, r.Partition, r.Offset),
 	}
-}
-
-// HeaderProperty names the property of header key given the headers before it.
-func HeaderProperty(before []Header, key string) string {
-	n := 0
-	for _, h := range before {
-		if h.Key == key {
-			n++
-		}
-	}
-	if n == 0 {
-		return PropHeaderPrefix + key
-	}
-	return PropHeaderPrefix + key + "#" + strconv.Itoa(n)
 }
 
 // MessageID is the event message id of a record: "topic/partition/offset".

@@ -90,5 +90,5 @@ func FollowUntil(now, nextTick time.Time, margin, minWindow time.Duration) time.
 func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Time) (*Report, error) {
 	lim := s.limits
 	lim.FollowUntil = until
-	return s.drain(ctx, run, lim)
+	return s.drain(ctx, run, TriggerTimer, lim)
 }

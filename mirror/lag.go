@@ -22,6 +22,8 @@ type PartitionLag struct {
 	// Gap counts records removed by retention below the committed offset's
 	// position that were never mirrored.
 	Gap int64 `json:"gap,omitempty"`
+	// Paused is set when the topic is paused.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // LagReport is the group's lag over every mirrored partition.
@@ -29,6 +31,8 @@ type LagReport struct {
 	Time       time.Time      `json:"time"`
 	Total      int64          `json:"total"`
 	Partitions []PartitionLag `json:"partitions"`
+	// Paused are the paused topics with who paused them, when and why.
+	Paused []Pause `json:"paused"`
 }
 
 // Lag reports, for every partition of the mirrored topics (narrowed by
@@ -45,9 +49,22 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 			tps = append(tps, TopicPartition{Topic: t.Name, Partition: int32(p)})
 		}
 	}
-	rep := &LagReport{Time: time.Now(), Partitions: []PartitionLag{}}
+	rep := &LagReport{Time: time.Now(), Partitions: []PartitionLag{}, Paused: []Pause{}}
 	if len(tps) == 0 {
 		return rep, nil
+	}
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	pauses, err := m.Pauses(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if p, ok := pauses[name]; ok {
+			rep.Paused = append(rep.Paused, p)
+		}
 	}
 	wms, err := m.source.Watermarks(ctx, tps)
 	if err != nil {
@@ -63,7 +80,8 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 		if !ok {
 			c = NoOffset
 		}
-		pl := PartitionLag{Topic: tp.Topic, Partition: tp.Partition, Hub: m.router.Hub(tp.Topic), Committed: c, Start: wm.Start, End: wm.End}
+		_, paused := pauses[tp.Topic]
+		pl := PartitionLag{Topic: tp.Topic, Partition: tp.Partition, Hub: m.router.Hub(tp.Topic), Committed: c, Start: wm.Start, End: wm.End, Paused: paused}
 		switch {
 		case c == NoOffset && m.opts.StartOffset == StartLatest:
 			pl.Lag = 0
@@ -77,4 +95,16 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 		rep.Partitions = append(rep.Partitions, pl)
 	}
 	return rep, nil
+}
+
+// Unpaused is the total lag of the partitions of topics that are not
+// paused: what a catch-up can bring to zero.
+func (r *LagReport) Unpaused() int64 {
+	var n int64
+	for _, p := range r.Partitions {
+		if !p.Paused {
+			n += p.Lag
+		}
+	}
+	return n
 }

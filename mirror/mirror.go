@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Mirror copies records from Kafka into Event Hubs in bounded drains. It is
@@ -21,6 +22,15 @@ type Mirror struct {
 
 	mu   sync.Mutex
 	held map[TopicPartition]string // partition -> name of the drain holding it
+	// pausesRefreshed is when this process last re-wrote the pause records.
+	pausesRefreshed time.Time
+	// Drains of one process share one group generation, so the
+	// coordinator cannot fence one from the other: a drain must not take a
+	// partition another drain released after this drain read its committed
+	// offsets (it would start below the other's final commit and commit
+	// lower). releases counts releases; releasedAt is each partition's last.
+	releases   uint64
+	releasedAt map[TopicPartition]uint64
 }
 
 // New returns a Mirror reading from source and publishing to sink.
@@ -35,19 +45,31 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 		opts:   opts,
 		router: NewRouter(opts.Routes),
 		held:   make(map[TopicPartition]string),
+
+		releasedAt: make(map[TopicPartition]uint64),
 	}, nil
 }
 
 // Options returns the options in effect, defaults filled in.
 func (m *Mirror) Options() Options { return m.opts }
 
+// holdMark returns the release count; a drain takes it before it claims
+// (reads committed offsets) and passes it to hold.
+func (m *Mirror) holdMark() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.releases
+}
+
 // hold marks partitions as drained by run and returns those it got; the
-// others are held by another drain of this process.
-func (m *Mirror) hold(run string, tps []TopicPartition) (got, busy []TopicPartition) {
+// others are held by another drain of this process, or were released by one
+// after mark (the committed offsets the drain read for them may predate that
+// drain's final commit): the next drain takes those.
+func (m *Mirror) hold(run string, tps []TopicPartition, mark uint64) (got, busy []TopicPartition) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, tp := range tps {
-		if _, ok := m.held[tp]; ok {
+		if _, ok := m.held[tp]; ok || m.releasedAt[tp] > mark {
 			busy = append(busy, tp)
 			continue
 		}
@@ -60,8 +82,10 @@ func (m *Mirror) hold(run string, tps []TopicPartition) (got, busy []TopicPartit
 func (m *Mirror) release(tps []TopicPartition) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.releases++
 	for _, tp := range tps {
 		delete(m.held, tp)
+		m.releasedAt[tp] = m.releases
 	}
 }
 

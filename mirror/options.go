@@ -73,6 +73,9 @@ type Options struct {
 	RetryBackoff, MaxRetryBackoff time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Control enables offset resets and pauses; nil: neither is available
+	// and no topic is ever paused.
+	Control Control
 }
 
 func (o Options) withDefaults() (Options, error) {

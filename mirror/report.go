@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,6 +25,10 @@ type Report struct {
 	Run      string        `json:"run"`
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration_ns"`
+	// Trigger (timer or catchup) and Budget (the drain's duration bound)
+	// are set by the [Service].
+	Trigger string        `json:"trigger,omitempty"`
+	Budget  time.Duration `json:"budget_ns,omitempty"`
 	// Records and Bytes count records (and their value bytes) that Event
 	// Hubs acknowledged.
 	Records int64 `json:"records"`
@@ -34,10 +39,25 @@ type Report struct {
 	LagAfter int64 `json:"lag_after"`
 	// Stopped says why the drain ended.
 	Stopped string `json:"stopped"`
+	// Paused lists the topics left out because they are paused.
+	Paused []string `json:"paused,omitempty"`
 	// Errors are problems that are not tied to one partition, and topics
 	// that could not be mirrored at all (for example their hub is missing).
-	Errors     []string          `json:"errors,omitempty"`
+	Errors []string `json:"errors,omitempty"`
+	// HubErrors are the topics left out because their event hub could not
+	// be used, with the kind of failure; each is also in Errors.
+	HubErrors  []HubError        `json:"hub_errors,omitempty"`
 	Partitions []PartitionReport `json:"partitions"`
+}
+
+// HubError is a topic left out of a drain because its event hub could not
+// be used.
+type HubError struct {
+	Topic string `json:"topic"`
+	Hub   string `json:"hub"`
+	// Kind classifies the failure (one of the Kind constants).
+	Kind  string `json:"kind"`
+	Error string `json:"error"`
 }
 
 // PartitionReport is what one drain did to one Kafka partition.
@@ -65,6 +85,49 @@ type PartitionReport struct {
 	// Busy is set when another drain in this process held the partition.
 	Busy  bool   `json:"busy,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Kind classifies Error (one of the Kind constants); empty without one.
+	Kind string `json:"kind,omitempty"`
+}
+
+// Kinds of failure in reports and in the health of a [Service].
+const (
+	KindUnauthorized = "unauthorized"
+	KindHubMissing   = "hub missing"
+	KindThrottled    = "throttled"
+	KindOversized    = "oversized"
+	KindGap          = "gap"
+	KindRecreated    = "recreated"
+	KindStalled      = "stalled"
+	KindKafka        = "kafka"
+	KindError        = "error"
+)
+
+// errorKind classifies an error of a drain.
+func errorKind(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrUnauthorized):
+		return KindUnauthorized
+	case errors.Is(err, ErrHubNotFound):
+		return KindHubMissing
+	case errors.Is(err, ErrThrottled):
+		return KindThrottled
+	case errors.Is(err, ErrEventTooLarge):
+		return KindOversized
+	}
+	return KindError
+}
+
+// partitionKind classifies the error of a partition; ps.mu is held.
+func partitionKind(ps *partitionState) string {
+	switch {
+	case ps.changedLog:
+		return KindRecreated
+	case ps.gap > 0 && errorKind(ps.err) == KindError:
+		return KindGap
+	}
+	return errorKind(ps.err)
 }
 
 // Failed reports whether some records could not be mirrored: a partition or
@@ -97,6 +160,9 @@ func (r *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s drain: %d records (%s) in %s (%.0f records/s), %d partitions, lag after %d, stopped: %s",
 		r.Run, r.Records, byteSize(r.Bytes), r.Duration.Round(time.Millisecond), rate, len(r.Partitions), r.LagAfter, r.Stopped)
+	if len(r.Paused) > 0 {
+		fmt.Fprintf(&b, ", paused topics left out: %s", strings.Join(r.Paused, ", "))
+	}
 	if r.Skipped > 0 {
 		fmt.Fprintf(&b, ", %d oversized records skipped", r.Skipped)
 	}

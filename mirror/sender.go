@@ -172,6 +172,14 @@ func (s *sender) failItems(err error, items ...*item) {
 // between attempts.
 func (s *sender) retry(ctx context.Context, what string, op func() error) error {
 	backoff := s.d.m.opts.RetryBackoff
+	throttled := false
+	giveUp := func(attempt int, err error) error {
+		if throttled && !errors.Is(err, ErrThrottled) {
+			// The last attempt ran into the deadline; say why it was late.
+			return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts (%w before): %w", what, attempt, ErrThrottled, err)
+		}
+		return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts: %w", what, attempt, err)
+	}
 	for attempt := 1; ; attempt++ {
 		err := op()
 		if err == nil {
@@ -180,12 +188,13 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		if isFatal(err) {
 			return err
 		}
+		throttled = throttled || errors.Is(err, ErrThrottled)
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts: %w", what, attempt, err)
+			return giveUp(attempt, err)
 		}
 		s.d.logger.WarnContext(ctx, "event hubs error; retrying", "hub", s.hub, "partition", s.partitionID, "attempt", attempt, "err", err)
 		if !sleep(ctx, backoff) {
-			return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts: %w", what, attempt, err)
+			return giveUp(attempt, err)
 		}
 		backoff = min(backoff*2, s.d.m.opts.MaxRetryBackoff)
 	}

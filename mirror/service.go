@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -23,6 +24,8 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	health *healthTracker
+
 	mu      sync.Mutex
 	reports []*Report
 	active  *catchUp
@@ -33,26 +36,55 @@ type Service struct {
 // same bounds for each of its drains).
 func NewService(m *Mirror, limits Limits) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{mirror: m, limits: limits, ctx: ctx, cancel: cancel}
+	return &Service{mirror: m, limits: limits, ctx: ctx, cancel: cancel, health: newHealthTracker()}
+}
+
+// Health returns whether records are being mirrored, from the last outcome
+// per hub and partition. With lag, problems of partitions no longer
+// mirrored are dropped.
+func (s *Service) Health(lag *LagReport) Health {
+	if lag != nil {
+		tps := make(map[TopicPartition]bool, len(lag.Partitions))
+		hubs := make(map[string]bool)
+		for _, p := range lag.Partitions {
+			tps[TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
+			hubs[p.Hub] = true
+		}
+		s.health.forget(func(tp TopicPartition) bool { return tps[tp] }, hubs)
+	}
+	return s.health.snapshot()
 }
 
 // Mirror returns the service's mirror.
 func (s *Service) Mirror() *Mirror { return s.mirror }
 
-// Drain runs one drain named run within the service's limits and keeps its
-// report.
+// Triggers of a drain, as the drain log line names them.
+const (
+	TriggerTimer   = "timer"
+	TriggerCatchUp = "catchup"
+)
+
+// Drain runs one scheduled drain named run within the service's limits,
+// keeps its report and logs it (see [LogReport]).
 func (s *Service) Drain(ctx context.Context, run string) (*Report, error) {
-	return s.drain(ctx, run, s.limits)
+	return s.drain(ctx, run, TriggerTimer, s.limits)
 }
 
-// drain runs one drain and keeps its report, with a start failure recorded
-// in it.
-func (s *Service) drain(ctx context.Context, run string, lim Limits) (*Report, error) {
+// drain runs one drain, keeps its report, with a start failure recorded in
+// it, updates the health and logs the report.
+func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*Report, error) {
 	rep, err := s.mirror.Drain(ctx, run, lim)
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
+	budget := lim.MaxDuration
+	if budget <= 0 {
+		budget = time.Minute
+	}
+	rep.Trigger, rep.Budget = trigger, budget
 	s.keep(rep)
+	s.health.observe(rep)
+	LogReport(ctx, s.mirror.opts.Logger, rep, trigger, budget, err != nil)
 	return rep, err
 }
 
@@ -101,8 +133,8 @@ type CatchUpStatus struct {
 	MaxDuration time.Duration `json:"max_duration_ns"`
 	Drains      int           `json:"drains"`
 	Records     int64         `json:"records"`
-	// Lag is the group's total lag measured after the latest drain; -1
-	// before the first measurement.
+	// Lag is the group's total lag (paused topics left out) measured after
+	// the latest drain; -1 before the first measurement.
 	Lag       int64  `json:"lag"`
 	LastError string `json:"last_error,omitempty"`
 }
@@ -167,6 +199,17 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 		s.mu.Unlock()
 	}()
 	run := "catch-up " + c.snapshot().ID
+	logger := s.mirror.opts.Logger
+	logger.Info("catch-up started", "run", run, "trigger", TriggerCatchUp, "topics", req.TopicsPattern, "max_duration", req.MaxDuration.String())
+	defer func() {
+		st := c.snapshot()
+		level := slog.LevelInfo
+		if st.State != CatchUpCaughtUp {
+			level = slog.LevelWarn
+		}
+		logger.Log(context.Background(), level, "catch-up ended", "run", run, "trigger", TriggerCatchUp, "state", st.State,
+			"drains", st.Drains, "records", st.Records, "lag", st.Lag, "duration_ms", time.Since(st.Started).Milliseconds(), "last_error", st.LastError)
+	}()
 	limits := s.limits
 	limits.Topics = req.Topics
 	backoff := s.mirror.opts.RetryBackoff
@@ -179,7 +222,7 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 		if d, ok := ctx.Deadline(); ok {
 			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
 		}
-		rep, _ := s.drain(ctx, run, lim)
+		rep, _ := s.drain(ctx, run, TriggerCatchUp, lim)
 		c.update(func(st *CatchUpStatus) {
 			st.Drains++
 			st.Records += rep.Records
@@ -191,8 +234,8 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 		})
 		lag, err := s.mirror.Lag(ctx, req.Topics)
 		if err == nil {
-			c.update(func(st *CatchUpStatus) { st.Lag = lag.Total })
-			if lag.Total == 0 {
+			c.update(func(st *CatchUpStatus) { st.Lag = lag.Unpaused() })
+			if lag.Unpaused() == 0 {
 				c.update(func(st *CatchUpStatus) { st.State, st.Ended = CatchUpCaughtUp, time.Now() })
 				return
 			}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Offline checks for infra/: terraform fmt, validate and test (mock provider)
-# against the real hashicorp/azurerm 5.2.0 provider schema.
+# Offline checks for infra/: terraform fmt, validate and test (mock providers)
+# against the real hashicorp/azurerm 5.2.0 and hashicorp/time 0.14.2 schemas,
+# then the KQL of the alerts and the dashboard through the Kusto language
+# service (needs node and npm).
 #
 # Works on a fresh machine that has only Go:
 #   * terraform: the one on PATH if it is >= 1.7 (mock providers), otherwise
@@ -14,6 +16,9 @@ set -euo pipefail
 AZURERM_MODULE=github.com/hashicorp/terraform-provider-azurerm
 AZURERM_VERSION=v1.44.1-0.20260824201233-fae580791926 # commit fae580791926 = azurerm v5.2.0
 AZURERM_COMMIT=fae580791926
+# hashicorp/time (time_sleep: waits for role assignments to propagate).
+TIME_MODULE=github.com/hashicorp/terraform-provider-time
+TIME_VERSION=v0.14.2
 TERRAFORM_MODULE=github.com/hashicorp/terraform
 # Fallback when no terraform >= 1.7 is on PATH. 1.8.5 is the newest release
 # that `go install` can build: from 1.9 on, terraform's go.mod has replace
@@ -28,6 +33,8 @@ PROVIDER_DIR=$CACHE/terraform-provider-azurerm/$AZURERM_COMMIT
 PROVIDER_BIN=$PROVIDER_DIR/terraform-provider-azurerm
 # A build started by hand earlier (same module version) may already be here.
 PREBUILT_PROVIDER=$CACHE/tfprovider-build/terraform-provider-azurerm
+TIME_PROVIDER_DIR=$CACHE/terraform-provider-time/$TIME_VERSION
+TIME_PROVIDER_BIN=$TIME_PROVIDER_DIR/terraform-provider-time
 
 say() { printf '==> %s\n' "$*"; }
 die() {
@@ -68,9 +75,11 @@ go_install() {
 	say "built $what in $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
 }
 
-# is_expected_provider FILE: a complete Go binary built from the pinned module version.
+# is_expected_provider FILE [MODULE VERSION]: a complete Go binary built from
+# the pinned module version (azurerm by default).
 is_expected_provider() {
-	[[ -x $1 ]] && go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$AZURERM_MODULE[[:space:]]+$AZURERM_VERSION([[:space:]]|\$)"
+	local module=${2:-$AZURERM_MODULE} version=${3:-$AZURERM_VERSION}
+	[[ -x $1 ]] && go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$module[[:space:]]+$version([[:space:]]|\$)"
 }
 
 # --- terraform CLI configuration: use the local provider, never the registry ---
@@ -79,6 +88,7 @@ cat >"$WORK/terraformrc" <<EOF
 provider_installation {
   dev_overrides {
     "hashicorp/azurerm" = "$PROVIDER_DIR"
+    "hashicorp/time"    = "$TIME_PROVIDER_DIR"
   }
   direct {}
 }
@@ -144,6 +154,18 @@ if ! is_expected_provider "$PROVIDER_BIN"; then
 fi
 say "azurerm provider: $PROVIDER_BIN"
 
+# --- time provider (small: a minute or two to build) ------------------------------
+if ! is_expected_provider "$TIME_PROVIDER_BIN" "$TIME_MODULE" "$TIME_VERSION"; then
+	mkdir -p "$TIME_PROVIDER_DIR"
+	say "building time provider $TIME_VERSION from the Go module proxy…"
+	go_install "$TIME_MODULE@$TIME_VERSION" "$WORK" "time provider"
+	cp "$WORK/terraform-provider-time" "$TIME_PROVIDER_BIN.tmp.$$"
+	chmod +x "$TIME_PROVIDER_BIN.tmp.$$"
+	mv -f "$TIME_PROVIDER_BIN.tmp.$$" "$TIME_PROVIDER_BIN"
+	is_expected_provider "$TIME_PROVIDER_BIN" "$TIME_MODULE" "$TIME_VERSION" || die "$TIME_PROVIDER_BIN is not a build of $TIME_MODULE@$TIME_VERSION."
+fi
+say "time provider: $TIME_PROVIDER_BIN"
+
 cd "$INFRA"
 
 say "terraform fmt -check -recursive"
@@ -166,3 +188,21 @@ echo "terraform: $summary"
 passed=${summary%% passed*}
 ((status == 0)) || die "terraform test failed ($summary)."
 ((passed > 0)) || die "terraform test ran no tests."
+
+# --- KQL of the alerts and the dashboard ------------------------------------------
+# Azure rejects an alert rule whose query does not compile, and terraform test
+# cannot see that: parse and analyse every query with Microsoft's Kusto
+# language service (npm @kusto/language-service-next, installed once into the
+# cache, keyed by scripts/kqlcheck/package.json).
+say "KQL check (Kusto language service)"
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
+	die "node and npm are needed for the KQL check: apt-get install -y nodejs npm"
+KQL_DIR=$CACHE/kqlcheck/$(sha256sum "$ROOT/scripts/kqlcheck/package.json" | cut -c1-12)
+if [[ ! -f $KQL_DIR/node_modules/@kusto/language-service-next/Kusto.Language.Bridge.js ]]; then
+	mkdir -p "$KQL_DIR"
+	cp "$ROOT/scripts/kqlcheck/package.json" "$KQL_DIR/"
+	say "installing the Kusto language service into $KQL_DIR"
+	npm install --prefix "$KQL_DIR" --no-package-lock --no-audit --no-fund --loglevel=error >"$WORK/npm.log" 2>&1 ||
+		{ tail -n 20 "$WORK/npm.log" >&2; die "npm install of scripts/kqlcheck/package.json failed (log above)."; }
+fi
+NODE_PATH=$KQL_DIR/node_modules node "$ROOT/scripts/kqlcheck/check.js" "$INFRA" || die "the alerts' or dashboard's KQL does not compile (above)."

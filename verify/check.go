@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -138,7 +139,10 @@ func (c *checker) observe(pc *partitionCheck, seq int64, body []byte, props map[
 	hr := c.hub(pc.hub)
 	hr.Events++
 	rec, err := mirror.RecordFromEvent(body, props)
-	if err != nil {
+	// Unreadable header properties are a header mismatch of an event
+	// whose provenance is known, not a foreign event.
+	badHeaders := errors.Is(err, mirror.ErrHeaderProperties)
+	if err != nil && !badHeaders {
 		hr.Foreign++
 		return
 	}
@@ -195,7 +199,10 @@ func (c *checker) observe(pc *partitionCheck, seq int64, body []byte, props map[
 		tr.KeyMismatches++
 		c.example("key", fmt.Sprintf("key mismatch: %s/%d (event %s) key %q", tp, rec.Offset, at, clip(rec.Key)))
 	}
-	if c.snap.digestHeaders(rec.Headers) != ri.headers {
+	if badHeaders {
+		tr.HeaderMismatches++
+		c.example("headers", fmt.Sprintf("header mismatch: %s/%d (event %s): %v", tp, rec.Offset, at, err))
+	} else if c.snap.digestHeaders(rec.Headers) != ri.headers {
 		tr.HeaderMismatches++
 		c.example("headers", fmt.Sprintf("header mismatch: %s/%d (event %s) has %d headers", tp, rec.Offset, at, len(rec.Headers)))
 	}

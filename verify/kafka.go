@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,15 +65,12 @@ type snapshot struct {
 func (s *snapshot) digestValue(b []byte) uint64 { return maphash.Bytes(s.seed, b) }
 
 func (s *snapshot) digestHeaders(hs []mirror.Header) uint64 {
-	// The event's property map does not keep the order of different header
-	// keys (see mirror.RecordFromEvent): compare in key order, keeping the
-	// order of repeated keys.
-	sorted := slices.Clone(hs)
-	slices.SortStableFunc(sorted, func(a, b mirror.Header) int { return strings.Compare(a.Key, b.Key) })
+	// The header mapping keeps every name and the order (see
+	// mirror.RecordFromEvent): compare the exact sequence.
 	var h maphash.Hash
 	h.SetSeed(s.seed)
 	var n [8]byte
-	for _, hd := range sorted {
+	for _, hd := range hs {
 		putLen(&n, len(hd.Key))
 		h.Write(n[:])
 		h.WriteString(hd.Key)

@@ -227,7 +227,7 @@ func sameKeyPair(t *testing.T, events []placed) (int, int) {
 func TestVerifierCatchesBrokenCopies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	scenarios := []string{"correct", "missing", "duplicate", "reorder", "body", "key", "headers"}
+	scenarios := []string{"correct", "missing", "duplicate", "reorder", "body", "key", "headers", "headerorder", "headerprops"}
 	f := newFixture(t, ctx, scenarios)
 
 	good := f.copyOf()
@@ -262,6 +262,24 @@ func TestVerifierCatchesBrokenCopies(t *testing.T) {
 	props[first], props[second] = props[second], props[first]
 	swapped[k].event.Properties = props
 	f.publish(t, ctx, "headers", swapped)
+	// Different header names in another order, and header properties that
+	// do not follow the mapping (a header the order does not list).
+	reordHdr := slices.Clone(good)
+	props = maps.Clone(good[k].event.Properties)
+	order, _ := props[mirror.PropHeaderOrder].(string)
+	names := strings.Split(order, "#")
+	if len(names) < 2 || names[0] == names[1] {
+		t.Fatalf("record %s: header order %q, want two different first names", withKeyAndHeaders, order)
+	}
+	names[0], names[1] = names[1], names[0]
+	props[mirror.PropHeaderOrder] = strings.Join(names, "#")
+	reordHdr[k].event.Properties = props
+	f.publish(t, ctx, "headerorder", reordHdr)
+	extraHdr := slices.Clone(good)
+	props = maps.Clone(good[k].event.Properties)
+	props[mirror.PropHeaderPrefix+"unlisted"] = []byte("x")
+	extraHdr[k].event.Properties = props
+	f.publish(t, ctx, "headerprops", extraHdr)
 
 	t.Run("correct copy passes", func(t *testing.T) {
 		rep := f.verify(t, ctx, "correct", func(c *verify.Config) { c.FailOnDuplicates = true })
@@ -351,6 +369,18 @@ func TestVerifierCatchesBrokenCopies(t *testing.T) {
 		}
 		if !findingMentions(rep, "header mismatch: "+withKeyAndHeaders) {
 			t.Fatalf("findings %q do not name %s", rep.Findings, withKeyAndHeaders)
+		}
+	})
+	t.Run("headers of different names out of order fail", func(t *testing.T) {
+		for _, scenario := range []string{"headerorder", "headerprops"} {
+			rep := f.verify(t, ctx, scenario, nil)
+			tot := rep.Total()
+			if rep.OK() || tot.HeaderMismatches != 1 || tot.BodyMismatches != 0 || tot.KeyMismatches != 0 || tot.Missing != 0 {
+				t.Fatalf("%s: want 1 header mismatch, got %+v", scenario, tot)
+			}
+			if !findingMentions(rep, "header mismatch: "+withKeyAndHeaders) {
+				t.Fatalf("%s: findings %q do not name %s", scenario, rep.Findings, withKeyAndHeaders)
+			}
 		}
 	})
 	t.Run("missing hub fails", func(t *testing.T) {

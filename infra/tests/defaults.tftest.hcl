@@ -5,6 +5,9 @@ mock_provider "azurerm" {
   source = "./tests/mocks"
 }
 
+# time_sleep really sleeps; the mock keeps the tests fast (its schema is real).
+mock_provider "time" {}
+
 # Known, distinct values where assertions compare identities and accounts.
 override_resource {
   target = azurerm_storage_account.capture
@@ -38,10 +41,38 @@ override_resource {
   values = {
     id               = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Web/sites/func-ehmirror-test"
     default_hostname = "func-ehmirror-test.azurewebsites.net"
-    identity = {
-      principal_id = "00000000-0000-0000-0000-0000000000f1"
-      tenant_id    = "00000000-0000-0000-0000-0000000000aa"
-    }
+  }
+}
+
+# The app's user-assigned identity (principal ...f1, client ...c2).
+override_resource {
+  target = azurerm_user_assigned_identity.function_app
+  values = {
+    id           = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-ehmirror-prod"
+    principal_id = "00000000-0000-0000-0000-0000000000f1"
+    client_id    = "00000000-0000-0000-0000-0000000000c2"
+  }
+}
+
+# Distinct IDs, so that the waits can be checked against the roles they wait for.
+override_resource {
+  target = azurerm_role_assignment.deployer_key_vault_secrets
+  values = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/providers/Microsoft.Authorization/roleAssignments/deployer-kv"
+  }
+}
+
+override_resource {
+  target = azurerm_role_assignment.deployer_capture_blob
+  values = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/providers/Microsoft.Authorization/roleAssignments/deployer-capture"
+  }
+}
+
+override_resource {
+  target = azurerm_role_assignment.namespace_capture_blob
+  values = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/providers/Microsoft.Authorization/roleAssignments/namespace-capture"
   }
 }
 
@@ -174,8 +205,26 @@ run "namespace_is_standard_tls12_without_keys" {
 
 run "function_app_may_only_send" {
   assert {
-    condition     = azurerm_linux_function_app.this.identity[0].type == "SystemAssigned"
-    error_message = "The function app must have a system-assigned identity."
+    condition = (
+      azurerm_linux_function_app.this.identity[0].type == "UserAssigned" &&
+      tolist(azurerm_linux_function_app.this.identity[0].identity_ids) == tolist([azurerm_user_assigned_identity.function_app.id])
+    )
+    error_message = "The function app must run with the module's user-assigned identity (created, with its roles, before the app)."
+  }
+
+  assert {
+    condition     = azurerm_linux_function_app.this.key_vault_reference_identity_id == azurerm_user_assigned_identity.function_app.id
+    error_message = "Key Vault references must be resolved with the user-assigned identity (key_vault_reference_identity_id)."
+  }
+
+  assert {
+    condition     = alltrue([for ra in azurerm_role_assignment.function_app : ra.principal_id == azurerm_user_assigned_identity.function_app.principal_id])
+    error_message = "The app's roles must be granted to its user-assigned identity."
+  }
+
+  assert {
+    condition     = output.function_app_principal_id == "00000000-0000-0000-0000-0000000000f1" && output.function_app_identity_client_id == "00000000-0000-0000-0000-0000000000c2"
+    error_message = "The identity outputs must name the app's user-assigned identity."
   }
 
   assert {
@@ -256,6 +305,11 @@ run "function_app_runs_the_custom_handler_on_ep1" {
   }
 
   assert {
+    condition     = !azurerm_linux_function_app.this.builtin_logging_enabled && !contains(keys(azurerm_linux_function_app.this.app_settings), "AzureWebJobsDashboard")
+    error_message = "Built-in logging (the legacy AzureWebJobsDashboard setting) must be off; logs go to Application Insights."
+  }
+
+  assert {
     condition     = azurerm_linux_function_app.this.functions_extension_version == "~4"
     error_message = "The function app must run Functions runtime ~4."
   }
@@ -320,8 +374,8 @@ run "app_settings_wire_every_handler_setting" {
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.app_settings["EVENTHUBS__fullyQualifiedNamespace"] == "evhns-ehmirror-prod-t01.servicebus.windows.net" && azurerm_linux_function_app.this.app_settings["EVENTHUBS__clientId"] == ""
-    error_message = "Event Hubs must be reached through the identity-based EVENTHUBS__fullyQualifiedNamespace convention (system identity: empty clientId)."
+    condition     = azurerm_linux_function_app.this.app_settings["EVENTHUBS__fullyQualifiedNamespace"] == "evhns-ehmirror-prod-t01.servicebus.windows.net" && azurerm_linux_function_app.this.app_settings["EVENTHUBS__clientId"] == "00000000-0000-0000-0000-0000000000c2"
+    error_message = "Event Hubs must be reached through the identity-based EVENTHUBS__fullyQualifiedNamespace convention with the client ID of the identity attached to the app."
   }
 
   assert {
@@ -355,9 +409,14 @@ run "kafka_secrets_are_key_vault_references_only" {
   assert {
     condition = alltrue([
       for k in ["KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"] :
-      azurerm_linux_function_app.this.app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka[k].versionless_id})"
+      azurerm_linux_function_app.this.app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka[k].versionless_id}/)"
     ])
-    error_message = "Each Kafka credential setting must reference its own (versionless) Key Vault secret."
+    error_message = "Each Kafka credential setting must reference its own Key Vault secret without a version (\"<versionless id>/\"), so that rotation is picked up."
+  }
+
+  assert {
+    condition     = alltrue([for v in values(azurerm_linux_function_app.this.app_settings) : !startswith(v, "@Microsoft.KeyVault(") || can(regex("^@Microsoft\\.KeyVault\\(SecretUri=https://[^/]+/secrets/[^/]+/\\)$", v))])
+    error_message = "Every Key Vault reference must name a secret without a version (\"…/secrets/<name>/\"), so that rotation is picked up."
   }
 
   assert {
@@ -424,5 +483,34 @@ run "monitoring_and_outputs" {
   assert {
     condition     = azurerm_eventhub_namespace.this.tags["managed-by"] == "terraform" && azurerm_linux_function_app.this.tags["environment"] == "prod"
     error_message = "Resources must carry the standard tags."
+  }
+}
+
+# Role assignments take minutes to propagate and the provider does not retry
+# a 403: each use of a new role waits (the dependencies themselves are checked
+# by faults/TestTerraformRolesPropagateBeforeUse).
+run "role_assignments_propagate_before_use" {
+  assert {
+    condition = (
+      time_sleep.deployer_key_vault_secrets.create_duration == "120s" &&
+      time_sleep.capture_roles.create_duration == "120s" &&
+      time_sleep.function_app_roles.create_duration == "120s"
+    )
+    error_message = "Every wait for role propagation must last role_propagation_wait (default 120s)."
+  }
+
+  assert {
+    condition     = time_sleep.deployer_key_vault_secrets.triggers["role_assignment_ids"] == azurerm_role_assignment.deployer_key_vault_secrets[0].id
+    error_message = "The secrets' wait must follow the deployer's Key Vault Secrets Officer assignment."
+  }
+
+  assert {
+    condition     = time_sleep.capture_roles.triggers["role_assignment_ids"] == "${azurerm_role_assignment.namespace_capture_blob.id},${azurerm_role_assignment.deployer_capture_blob[0].id}"
+    error_message = "Capture's wait must follow both Storage Blob Data Contributor assignments (namespace and deployer)."
+  }
+
+  assert {
+    condition     = time_sleep.function_app_roles.triggers == tomap({ for k, ra in azurerm_role_assignment.function_app : k => ra.id })
+    error_message = "The app's wait must follow every role of its identity."
   }
 }

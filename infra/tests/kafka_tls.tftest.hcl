@@ -8,6 +8,8 @@ mock_provider "azurerm" {
   source = "./tests/mocks"
 }
 
+mock_provider "time" {}
+
 variables {
   location            = "westeurope"
   name_suffix         = "t04"
@@ -47,7 +49,7 @@ run "client_certificate_with_sasl_is_key_vault_references" {
       } :
       azurerm_key_vault_secret.kafka_tls_client[k].name == name &&
       azurerm_key_vault_secret.kafka_tls_client[k].key_vault_id == azurerm_key_vault.this.id &&
-      azurerm_linux_function_app.this.app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_tls_client[k].versionless_id})"
+      azurerm_linux_function_app.this.app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_tls_client[k].versionless_id}/)"
     ])
     error_message = "Certificate, key and password must be Key Vault secrets in the vault, each referenced (versionless) by its app setting."
   }

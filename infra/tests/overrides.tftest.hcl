@@ -5,6 +5,8 @@ mock_provider "azurerm" {
   source = "./tests/mocks"
 }
 
+mock_provider "time" {}
+
 override_resource {
   target = azurerm_storage_account.capture
   values = {
@@ -164,7 +166,7 @@ run "ca_bundle_is_a_key_vault_reference" {
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.app_settings["KAFKA_TLS_CA_PEM"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka["KAFKA_TLS_CA_PEM"].versionless_id})"
+    condition     = azurerm_linux_function_app.this.app_settings["KAFKA_TLS_CA_PEM"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka["KAFKA_TLS_CA_PEM"].versionless_id}/)"
     error_message = "KAFKA_TLS_CA_PEM must reference the kafka-tls-ca-pem secret."
   }
 
@@ -193,7 +195,6 @@ run "handler_settings_follow_variables" {
     kafka_group                    = "mirror-eu"
     kafka_topics_include           = "^(prod|stage)\\..*"
     kafka_topics_exclude           = "\\.dlq$"
-    eventhubs_client_id            = "11111111-2222-3333-4444-555555555555"
     mirror_schedule                = "*/30 * * * * *"
     mirror_max_records             = 5000
     mirror_max_bytes               = 1048576
@@ -215,10 +216,9 @@ run "handler_settings_follow_variables" {
       azurerm_linux_function_app.this.app_settings["KAFKA_BROKERS"] == "b1:9093,b2:9093,b3:9093" &&
       azurerm_linux_function_app.this.app_settings["KAFKA_GROUP"] == "mirror-eu" &&
       azurerm_linux_function_app.this.app_settings["KAFKA_TOPICS_INCLUDE"] == "^(prod|stage)\\..*" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TOPICS_EXCLUDE"] == "\\.dlq$" &&
-      azurerm_linux_function_app.this.app_settings["EVENTHUBS__clientId"] == "11111111-2222-3333-4444-555555555555"
+      azurerm_linux_function_app.this.app_settings["KAFKA_TOPICS_EXCLUDE"] == "\\.dlq$"
     )
-    error_message = "Kafka and Event Hubs settings must follow the variables."
+    error_message = "Kafka settings must follow the variables."
   }
 
   assert {
@@ -277,5 +277,21 @@ run "existing_resource_group_and_vnet_integration" {
   assert {
     condition     = length(azurerm_role_assignment.deployer_capture_blob) == 0 && length(azurerm_role_assignment.deployer_key_vault_secrets) == 0
     error_message = "Deployer role assignments must be switchable off."
+  }
+
+  assert {
+    condition     = time_sleep.deployer_key_vault_secrets.triggers["role_assignment_ids"] == "" && !strcontains(time_sleep.capture_roles.triggers["role_assignment_ids"], ",")
+    error_message = "Without deployer grants the waits follow only the remaining role assignments."
+  }
+}
+
+run "role_propagation_wait_follows_variable" {
+  variables {
+    role_propagation_wait = "5m"
+  }
+
+  assert {
+    condition     = alltrue([for d in [time_sleep.deployer_key_vault_secrets.create_duration, time_sleep.capture_roles.create_duration, time_sleep.function_app_roles.create_duration] : d == "5m"])
+    error_message = "Every role propagation wait must follow role_propagation_wait."
   }
 }

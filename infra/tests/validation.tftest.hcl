@@ -7,6 +7,8 @@ mock_provider "azurerm" {
   source = "./tests/mocks"
 }
 
+mock_provider "time" {}
+
 variables {
   location            = "westeurope"
   name_suffix         = "t03"
@@ -495,14 +497,14 @@ run "kafka_start_offset_rejects_unknown" {
   expect_failures = [var.kafka_start_offset]
 }
 
-run "eventhubs_client_id_rejects_non_guid" {
+run "role_propagation_wait_rejects_missing_unit" {
   command = plan
 
   variables {
-    eventhubs_client_id = "my-identity"
+    role_propagation_wait = "120"
   }
 
-  expect_failures = [var.eventhubs_client_id]
+  expect_failures = [var.role_propagation_wait]
 }
 
 run "mirror_schedule_rejects_empty" {

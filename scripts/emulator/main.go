@@ -3,7 +3,8 @@
 //
 // Usage:
 //
-//	emulator [-config Config.json] [-listen 127.0.0.1:5672] [-key-name NAME] [-key KEY] [-accept-any-token]
+//	emulator [-config Config.json] [-listen 127.0.0.1:5672] [-key-name NAME] [-key KEY] [-accept-any-token] [-entra-trust-loopback] [-data-dir DIR]
+//	         [-tls-listen 127.0.0.1:5671] [-ws-listen 127.0.0.1:443] [-tls-cert cert.pem -tls-key key.pem]
 //
 // Without -config it serves the hubs prod.test1..prod.test5 with 4 partitions
 // each. Once it accepts connections it prints the connection string
@@ -17,6 +18,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,6 +46,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", emulator.DefaultKey, "shared access `key` that SAS tokens are signed with")
 	acceptAny := fs.Bool("accept-any-token", false, "accept any SAS token without checking it")
 	namespace := fs.String("namespace", emulator.DefaultNamespace, "namespace `name` used in error descriptions")
+	tlsListen := fs.String("tls-listen", "", "also serve amqps (TLS) on this `address` (the service uses port 5671)")
+	wsListen := fs.String("ws-listen", "", "also serve AMQP over WebSockets (path /$servicebus/websocket) on this `address`, over TLS")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate `file` for -tls-listen/-ws-listen; created with -tls-key as a self-signed certificate for localhost, 127.0.0.1 and ::1 if it does not exist")
+	tlsKey := fs.String("tls-key", "", "PEM private key `file` of -tls-cert")
+	dataDir := fs.String("data-dir", "", "keep events, sequence numbers and offsets in this `directory` across restarts (default: memory only)")
+	trustLoopback := fs.Bool("entra-trust-loopback", false, "accept Entra ID tokens from loopback clients without checking their signature (roles from -config still apply)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -57,26 +66,45 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	hubs := defaultHubs()
+	fileCfg := emulator.Config{Hubs: defaultHubs()}
 	if *configPath != "" {
 		var err error
-		if hubs, err = emulator.LoadConfigFile(*configPath); err != nil {
+		if fileCfg, err = emulator.LoadConfig(*configPath); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
+	}
+	if *trustLoopback {
+		fileCfg.EntraID.TrustUnsignedFromLoopback = true
+	}
+
+	var cert *tls.Certificate
+	if *tlsListen != "" || *wsListen != "" {
+		c, err := loadOrCreateCertificate(*tlsCert, *tlsKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "emulator: %v\n", err)
+			return 2
+		}
+		cert = &c
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	srv, err := emulator.Start(ctx, emulator.Config{
-		Listen:         *listen,
-		Namespace:      *namespace,
-		KeyName:        *keyName,
-		Key:            *key,
-		AcceptAnyToken: *acceptAny,
-		Hubs:           hubs,
-		Logger:         logger,
+		Listen:          *listen,
+		Namespace:       *namespace,
+		KeyName:         *keyName,
+		Key:             *key,
+		AcceptAnyToken:  *acceptAny,
+		Hubs:            fileCfg.Hubs,
+		Policies:        fileCfg.Policies,
+		EntraID:         fileCfg.EntraID,
+		DataDir:         *dataDir,
+		TLSListen:       *tlsListen,
+		WebSocketListen: *wsListen,
+		TLSCertificate:  cert,
+		Logger:          logger,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "emulator: %v\n", err)
@@ -90,6 +118,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// loadOrCreateCertificate loads the PEM certificate and key files, or
+// creates a self-signed certificate for loopback names and writes both files
+// when the certificate file does not exist yet. Without files it returns an
+// in-memory self-signed certificate.
+func loadOrCreateCertificate(certPath, keyPath string) (tls.Certificate, error) {
+	if certPath == "" && keyPath == "" {
+		c, _, _, err := emulator.SelfSignedCertificate("localhost", "127.0.0.1", "::1")
+		return c, err
+	}
+	if certPath == "" || keyPath == "" {
+		return tls.Certificate{}, fmt.Errorf("-tls-cert and -tls-key go together")
+	}
+	if _, err := os.Stat(certPath); errors.Is(err, os.ErrNotExist) {
+		c, certPEM, keyPEM, err := emulator.SelfSignedCertificate("localhost", "127.0.0.1", "::1")
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
+			return tls.Certificate{}, fmt.Errorf("-tls-key: %w", err)
+		}
+		if err := os.WriteFile(certPath, certPEM, 0o644); err != nil {
+			return tls.Certificate{}, fmt.Errorf("-tls-cert: %w", err)
+		}
+		return c, nil
+	}
+	c, err := tls.LoadX509KeyPair(certPath, keyPath)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+	}
+	return c, nil
 }
 
 // defaultHubs are the hubs served without -config.

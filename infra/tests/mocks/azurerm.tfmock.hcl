@@ -78,3 +78,31 @@ mock_resource "azurerm_linux_function_app" {
     default_hostname = "func-ehmirror-test.azurewebsites.net"
   }
 }
+
+mock_resource "azurerm_user_assigned_identity" {
+  defaults = {
+    id           = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-ehmirror-test"
+    principal_id = "00000000-0000-0000-0000-0000000000f1"
+    client_id    = "00000000-0000-0000-0000-0000000000c2"
+    tenant_id    = "00000000-0000-0000-0000-0000000000aa"
+  }
+}
+
+mock_resource "azurerm_role_assignment" {
+  defaults = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/providers/Microsoft.Authorization/roleAssignments/00000000-0000-0000-0000-0000000000ra"
+  }
+}
+
+mock_resource "azurerm_monitor_action_group" {
+  defaults = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Insights/actionGroups/ag-ehmirror-test"
+  }
+}
+
+mock_resource "azurerm_key_vault_secret" {
+  defaults = {
+    id             = "https://kv-ehmirror-test.vault.azure.net/secrets/mock/00000000000000000000000000000001"
+    versionless_id = "https://kv-ehmirror-test.vault.azure.net/secrets/mock"
+  }
+}

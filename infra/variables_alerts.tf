@@ -1,0 +1,119 @@
+###############################################################################
+# Alerts and dashboard (alerts.tf, dashboard.tf)
+###############################################################################
+
+variable "alerts_enabled" {
+  description = "Create the Azure Monitor alert rules (failed runs, timer not running, gaps/oversized records, growing lag, lag without incoming messages, Event Hubs throttling)."
+  type        = bool
+  default     = true
+}
+
+variable "alert_email_addresses" {
+  description = "E-mail addresses notified when an alert fires (an action group is created for them). Empty: no action group; the alerts still show in Azure Monitor."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.alert_email_addresses : can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", a))])
+    error_message = "alert_email_addresses must be e-mail addresses such as \"oncall@example.com\"."
+  }
+}
+
+variable "alert_action_group_ids" {
+  description = "Resource IDs of existing action groups (e.g. the on-call rotation) that every alert notifies, in addition to alert_email_addresses."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for id in var.alert_action_group_ids : can(regex("^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/(?i:microsoft\\.insights)/actionGroups/[^/]+$", id))])
+    error_message = "alert_action_group_ids must be action group resource IDs: /subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Insights/actionGroups/<name>."
+  }
+}
+
+variable "alert_failed_runs_threshold" {
+  description = "Alert when more than this many MirrorTimer executions fail within alert_failed_runs_window (0: any failure)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.alert_failed_runs_threshold >= 0 && floor(var.alert_failed_runs_threshold) == var.alert_failed_runs_threshold
+    error_message = "alert_failed_runs_threshold must be a whole number >= 0."
+  }
+}
+
+variable "alert_failed_runs_window" {
+  description = "Window (ISO 8601 duration) over which failed MirrorTimer executions are counted: PT5M, PT10M, PT15M, PT30M or PT1H."
+  type        = string
+  default     = "PT15M"
+
+  validation {
+    condition     = contains(["PT5M", "PT10M", "PT15M", "PT30M", "PT1H"], var.alert_failed_runs_window)
+    error_message = "alert_failed_runs_window must be one of PT5M, PT10M, PT15M, PT30M, PT1H."
+  }
+}
+
+variable "alert_not_running_window" {
+  description = "Alert when no MirrorTimer execution started within this window (ISO 8601 duration): PT15M, PT30M, PT1H, PT2H, PT6H or P1D. Keep it above the MIRROR_SCHEDULE interval."
+  type        = string
+  default     = "PT15M"
+
+  validation {
+    condition     = contains(["PT15M", "PT30M", "PT1H", "PT2H", "PT6H", "P1D"], var.alert_not_running_window)
+    error_message = "alert_not_running_window must be one of PT15M, PT30M, PT1H, PT2H, PT6H, P1D."
+  }
+}
+
+variable "alert_lag_growth_drains" {
+  description = "Alert when the total lag grew in each of this many consecutive drains (2-50). With the default schedule (a drain a minute) 5 means five minutes of steady growth."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.alert_lag_growth_drains >= 2 && var.alert_lag_growth_drains <= 50 && floor(var.alert_lag_growth_drains) == var.alert_lag_growth_drains
+    error_message = "alert_lag_growth_drains must be a whole number between 2 and 50."
+  }
+}
+
+variable "alert_lag_growth_window" {
+  description = "Window (ISO 8601 duration) searched for the last alert_lag_growth_drains drains; it must hold that many drains at the timer's schedule: PT15M, PT30M, PT1H, PT2H, PT6H or P1D."
+  type        = string
+  default     = "PT1H"
+
+  validation {
+    condition     = contains(["PT15M", "PT30M", "PT1H", "PT2H", "PT6H", "P1D"], var.alert_lag_growth_window)
+    error_message = "alert_lag_growth_window must be one of PT15M, PT30M, PT1H, PT2H, PT6H, P1D."
+  }
+}
+
+variable "alert_stalled_min_lag" {
+  description = "Alert when every drain in alert_stalled_window reports more lag than this while Event Hubs receives no message (0: any lag)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.alert_stalled_min_lag >= 0 && floor(var.alert_stalled_min_lag) == var.alert_stalled_min_lag
+    error_message = "alert_stalled_min_lag must be a whole number of records >= 0."
+  }
+}
+
+variable "alert_stalled_window" {
+  description = "Window (ISO 8601 duration) in which lag without a single incoming Event Hubs message raises the alert: PT15M, PT30M, PT1H or PT2H. Metric export to the workspace lags a few minutes, so keep it at 15 minutes or more."
+  type        = string
+  default     = "PT30M"
+
+  validation {
+    condition     = contains(["PT15M", "PT30M", "PT1H", "PT2H"], var.alert_stalled_window)
+    error_message = "alert_stalled_window must be one of PT15M, PT30M, PT1H, PT2H."
+  }
+}
+
+variable "alert_throttled_requests_threshold" {
+  description = "Alert when Event Hubs throttles more than this many requests (ThrottledRequests, total over 5 minutes; 0: any throttling)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.alert_throttled_requests_threshold >= 0
+    error_message = "alert_throttled_requests_threshold must be >= 0."
+  }
+}

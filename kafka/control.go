@@ -1,0 +1,200 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// This file implements mirror.Control: what offset resets and pauses need
+// besides the Source. Pauses live in a separate consumer group that never
+// has members, "<group>.control": a pause is a simple commit (generation
+// -1, as kafka-consumer-groups.sh does) on partition 0 of the topic, whose
+// metadata holds the pause record. The main group's commit metadata is left
+// to positions.
+
+var _ mirror.Control = (*Source)(nil)
+
+// controlPartition is the partition whose commit in the control group
+// holds a topic's control record.
+const controlPartition = 0
+
+// ControlGroup returns the name of the control group.
+func (s *Source) ControlGroup() string { return s.opts.Group + ".control" }
+
+// OffsetsForTime returns, per partition, the earliest offset whose record
+// timestamp is at or after t (ListOffsets by timestamp), or the log end when
+// no record is that recent.
+func (s *Source) OffsetsForTime(ctx context.Context, tps []mirror.TopicPartition, t time.Time) (map[mirror.TopicPartition]int64, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("kafka: offsets for time: %w", ErrClosed)
+	}
+	out := make(map[mirror.TopicPartition]int64, len(tps))
+	if len(tps) == 0 {
+		return out, nil
+	}
+	req := &kafkago.ListOffsetsRequest{Topics: make(map[string][]kafkago.OffsetRequest), IsolationLevel: kafkago.ReadCommitted}
+	for _, tp := range tps {
+		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.TimeOffsetOf(int(tp.Partition), t))
+	}
+	var res *kafkago.ListOffsetsResponse
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		defer cancel()
+		var err error
+		if res, err = s.client.ListOffsets(rctx, req); err != nil {
+			return err
+		}
+		for topic, ps := range res.Topics {
+			for _, p := range ps {
+				if p.Error != nil {
+					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: offsets at %s of %d partitions: %w", t.Format(time.RFC3339), len(tps), err)
+	}
+	var missing []mirror.TopicPartition
+	for topic, ps := range res.Topics {
+		for _, p := range ps {
+			tp := mirror.TopicPartition{Topic: topic, Partition: int32(p.Partition)}
+			for off := range p.Offsets {
+				if off >= 0 {
+					out[tp] = off
+				}
+			}
+		}
+	}
+	for _, tp := range tps {
+		if _, ok := out[tp]; !ok {
+			missing = append(missing, tp)
+		}
+	}
+	if len(missing) > 0 {
+		wms, err := s.Watermarks(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, tp := range missing {
+			out[tp] = wms[tp].End
+		}
+	}
+	return out, nil
+}
+
+// GroupMembers returns how many members the mirror's consumer group has now
+// (drains of any instance are members while they run).
+func (s *Source) GroupMembers(ctx context.Context) (int, error) {
+	if s.isClosed() {
+		return 0, fmt.Errorf("kafka: describe group: %w", ErrClosed)
+	}
+	var n int
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		defer cancel()
+		res, err := s.client.DescribeGroups(rctx, &kafkago.DescribeGroupsRequest{GroupIDs: []string{s.opts.Group}})
+		if err != nil {
+			return err
+		}
+		n = 0
+		for _, g := range res.Groups {
+			if g.Error != nil && !errors.Is(g.Error, kafkago.GroupIdNotFound) {
+				return g.Error
+			}
+			n += len(g.Members)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("kafka: describe group %q: %w", s.opts.Group, err)
+	}
+	return n, nil
+}
+
+// ControlRecords returns the control records of topics ("" where none).
+func (s *Source) ControlRecords(ctx context.Context, topics []string) (map[string]string, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("kafka: control records: %w", ErrClosed)
+	}
+	out := make(map[string]string, len(topics))
+	if len(topics) == 0 {
+		return out, nil
+	}
+	req := &kafkago.OffsetFetchRequest{GroupID: s.ControlGroup(), Topics: make(map[string][]int)}
+	for _, t := range topics {
+		req.Topics[t] = []int{controlPartition}
+	}
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		defer cancel()
+		res, err := s.client.OffsetFetch(rctx, req)
+		if err != nil {
+			return err
+		}
+		if errors.Is(res.Error, kafkago.GroupIdNotFound) {
+			return nil // nothing ever paused
+		}
+		if res.Error != nil {
+			return res.Error
+		}
+		for topic, ps := range res.Topics {
+			for _, p := range ps {
+				if p.Error != nil {
+					if errors.Is(p.Error, kafkago.UnknownTopicOrPartition) {
+						continue
+					}
+					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
+				}
+				if p.CommittedOffset >= 0 {
+					out[topic] = p.Metadata
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: control records of group %q: %w", s.ControlGroup(), err)
+	}
+	return out, nil
+}
+
+// WriteControlRecord stores a topic's control record: a simple commit
+// (generation -1, no member) in the control group.
+func (s *Source) WriteControlRecord(ctx context.Context, topic, record string) error {
+	if s.isClosed() {
+		return fmt.Errorf("kafka: control record: %w", ErrClosed)
+	}
+	req := &kafkago.OffsetCommitRequest{
+		GroupID:      s.ControlGroup(),
+		GenerationID: -1,
+		Topics:       map[string][]kafkago.OffsetCommit{topic: {{Partition: controlPartition, Offset: 0, Metadata: record}}},
+	}
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		defer cancel()
+		res, err := s.client.OffsetCommit(rctx, req)
+		if err != nil {
+			return err
+		}
+		for _, ps := range res.Topics {
+			for _, p := range ps {
+				if p.Error != nil {
+					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kafka: control record of %q in group %q: %w", topic, s.ControlGroup(), err)
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package kafka
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// TestControl: control records round-trip through the control group, are
+// seen by another Source (another instance), and leave the main group's
+// commits alone; group members are counted; offsets are found by time.
+func TestControl(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	addrs := c.ListenAddrs()
+	ctx := ctxT(t, 30*time.Second)
+	a := newTestSource(t, addrs, "g-control")
+	b := newTestSource(t, addrs, "g-control")
+
+	if recs, err := a.ControlRecords(ctx, testTopics); err != nil || len(recs) != 0 {
+		t.Fatalf("control records before any: %v %v", recs, err)
+	}
+	if err := a.WriteControlRecord(ctx, "prod.test1", `{"v":1,"paused":true}`); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := b.ControlRecords(ctx, testTopics)
+	if err != nil || recs["prod.test1"] != `{"v":1,"paused":true}` || recs["prod.test2"] != "" {
+		t.Fatalf("control records seen by another source: %v %v", recs, err)
+	}
+	tp := mirror.TopicPartition{Topic: "prod.test1", Partition: 0}
+	if got, err := b.Committed(ctx, []mirror.TopicPartition{tp}); err != nil || got[tp] != mirror.NoOffset {
+		t.Fatalf("a control record touched the main group: %v %v", got, err)
+	}
+
+	if n, err := a.GroupMembers(ctx); err != nil || n != 0 {
+		t.Fatalf("members of an unused group: %d %v", n, err)
+	}
+	cl, err := a.Claim(ctx, testTopics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.GroupMembers(ctx); err != nil || n != 1 {
+		t.Errorf("members while a claim is held: %d %v", n, err)
+	}
+	if err := cl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	p := newProducer(t, addrs)
+	produceN(t, p, "prod.test1", 0, 5)
+	time.Sleep(10 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(10 * time.Millisecond)
+	produceN(t, p, "prod.test1", 0, 3)
+	got, err := a.OffsetsForTime(ctx, []mirror.TopicPartition{tp, {Topic: "prod.test1", Partition: 1}}, mid)
+	if err != nil || got[tp] != 5 || got[mirror.TopicPartition{Topic: "prod.test1", Partition: 1}] != 0 {
+		t.Fatalf("offsets for time: %v %v (want 5 on partition 0, the end 0 on the empty partition 1)", got, err)
+	}
+	if got, err := a.OffsetsForTime(ctx, []mirror.TopicPartition{tp}, time.Now().Add(time.Minute)); err != nil || got[tp] != 8 {
+		t.Fatalf("offsets after the last record: %v %v, want the end 8", got, err)
+	}
+}

@@ -1,0 +1,215 @@
+package mirror
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// StallDrains is how many drains in a row a partition may keep lag without
+// its committed offset advancing before the health reports it stalled.
+const StallDrains = 3
+
+// Problem is one reason why records are not being mirrored, as of the last
+// drain that touched its hub or partition.
+type Problem struct {
+	// Kind classifies the problem (one of the Kind constants).
+	Kind string `json:"kind"`
+	// Hub, Topic and Partition say where; Partition is -1 for a hub or a
+	// drain-level problem, Topic is empty for a drain-level problem.
+	Hub       string `json:"hub,omitempty"`
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
+	// Message is the problem in one line.
+	Message string `json:"message"`
+	// Since is when the problem was first seen in a row of drains.
+	Since time.Time `json:"since"`
+	// Run is the drain that saw it last.
+	Run string `json:"run"`
+}
+
+// String is the problem in one line, with where it is.
+func (p Problem) String() string {
+	switch {
+	case p.Topic != "" && p.Partition >= 0:
+		return fmt.Sprintf("%s/%d -> %s: %s: %s", p.Topic, p.Partition, p.Hub, p.Kind, p.Message)
+	case p.Hub != "":
+		return fmt.Sprintf("event hub %s: %s: %s", p.Hub, p.Kind, p.Message)
+	}
+	return fmt.Sprintf("drain: %s: %s", p.Kind, p.Message)
+}
+
+// Health is whether records are being mirrored, from the last outcome per
+// hub and per partition of the drains this process ran (timer and
+// catch-up).
+type Health struct {
+	// OK is false whenever a problem is known.
+	OK bool `json:"ok"`
+	// Reason is the first problem in one line, "" when OK.
+	Reason   string    `json:"reason,omitempty"`
+	Problems []Problem `json:"problems"`
+	// Drains is how many drains the health is built from.
+	Drains int `json:"drains"`
+}
+
+// partitionHealth follows one partition across drains.
+type partitionHealth struct {
+	committed int64
+	still     int // drains in a row with lag and no progress
+	problem   *Problem
+}
+
+// healthTracker keeps the last outcome per hub and per partition.
+type healthTracker struct {
+	mu         sync.Mutex
+	drains     int
+	drain      *Problem // last drain-level problem
+	hubs       map[string]*Problem
+	partitions map[TopicPartition]*partitionHealth
+}
+
+func newHealthTracker() *healthTracker {
+	return &healthTracker{hubs: map[string]*Problem{}, partitions: map[TopicPartition]*partitionHealth{}}
+}
+
+// keepSince returns p with Since carried over from prev when the problem
+// is the same kind.
+func keepSince(prev *Problem, p Problem) *Problem {
+	if prev != nil && prev.Kind == p.Kind {
+		p.Since = prev.Since
+	}
+	return &p
+}
+
+// observe updates the health with a drain's report.
+func (h *healthTracker) observe(rep *Report) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.drains++
+	now := rep.Started.Add(rep.Duration)
+
+	// Drain-level errors: those that are not a hub's.
+	hubErr := map[string]bool{}
+	for _, he := range rep.HubErrors {
+		hubErr[fmt.Sprintf("topic %q -> event hub %q: %s", he.Topic, he.Hub, he.Error)] = true
+	}
+	var drainErrs []string
+	for _, e := range rep.Errors {
+		if !hubErr[e] {
+			drainErrs = append(drainErrs, e)
+		}
+	}
+	if len(drainErrs) > 0 {
+		kind := KindKafka
+		if rep.Stopped != StopFailed {
+			kind = KindError
+		}
+		h.drain = keepSince(h.drain, Problem{Kind: kind, Partition: -1, Message: strings.Join(drainErrs, "; "), Since: now, Run: rep.Run})
+	} else if rep.Stopped != StopFailed || len(rep.Partitions) > 0 {
+		h.drain = nil
+	}
+
+	// Hubs: a hub error sets the problem, a partition of the hub mirrored
+	// without error clears it.
+	for _, he := range rep.HubErrors {
+		h.hubs[he.Hub] = keepSince(h.hubs[he.Hub], Problem{Kind: he.Kind, Hub: he.Hub, Partition: -1, Message: he.Error, Since: now, Run: rep.Run})
+	}
+	for _, p := range rep.Partitions {
+		if p.Error == "" && !p.Busy && h.hubs[p.Hub] != nil && !slices.ContainsFunc(rep.HubErrors, func(he HubError) bool { return he.Hub == p.Hub }) {
+			delete(h.hubs, p.Hub)
+		}
+	}
+
+	for _, p := range rep.Partitions {
+		if p.Busy {
+			continue
+		}
+		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		ph := h.partitions[tp]
+		if ph == nil {
+			ph = &partitionHealth{committed: p.Committed}
+			h.partitions[tp] = ph
+		} else {
+			if p.LagAfter > 0 && p.Committed == ph.committed && p.Records == 0 {
+				ph.still++
+			} else {
+				ph.still = 0
+			}
+			ph.committed = p.Committed
+		}
+		base := Problem{Hub: p.Hub, Topic: p.Topic, Partition: p.Partition, Since: now, Run: rep.Run}
+		switch {
+		case p.Error != "":
+			base.Kind, base.Message = p.Kind, p.Error
+			if base.Kind == "" {
+				base.Kind = KindError
+			}
+		case p.Gap > 0:
+			base.Kind, base.Message = KindGap, fmt.Sprintf("%d records were removed by retention before they were mirrored (skipped under MIRROR_GAP_POLICY=resume-earliest)", p.Gap)
+		case len(p.SkippedOffsets) > 0:
+			base.Kind, base.Message = KindOversized, fmt.Sprintf("oversized records skipped at offsets %v (MIRROR_OVERSIZE_POLICY=skip)", p.SkippedOffsets)
+		case ph.still >= StallDrains:
+			base.Kind, base.Message = KindStalled, fmt.Sprintf("lag %d but committed offset %d has not advanced for %d drains", p.LagAfter, p.Committed, ph.still)
+		default:
+			ph.problem = nil
+			continue
+		}
+		ph.problem = keepSince(ph.problem, base)
+	}
+}
+
+// forget drops partitions and hubs no longer mirrored.
+func (h *healthTracker) forget(keep func(TopicPartition) bool, hubs map[string]bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for tp := range h.partitions {
+		if !keep(tp) {
+			delete(h.partitions, tp)
+		}
+	}
+	for hub := range h.hubs {
+		if !hubs[hub] {
+			delete(h.hubs, hub)
+		}
+	}
+}
+
+// snapshot returns the health: every known problem, drain first, then hubs,
+// then partitions, each sorted.
+func (h *healthTracker) snapshot() Health {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := Health{Problems: []Problem{}, Drains: h.drains}
+	if h.drain != nil {
+		out.Problems = append(out.Problems, *h.drain)
+	}
+	var hubs []Problem
+	for _, p := range h.hubs {
+		hubs = append(hubs, *p)
+	}
+	slices.SortFunc(hubs, func(a, b Problem) int { return strings.Compare(a.Hub, b.Hub) })
+	out.Problems = append(out.Problems, hubs...)
+	var parts []Problem
+	for _, ph := range h.partitions {
+		if ph.problem != nil {
+			parts = append(parts, *ph.problem)
+		}
+	}
+	slices.SortFunc(parts, func(a, b Problem) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	out.Problems = append(out.Problems, parts...)
+	out.OK = len(out.Problems) == 0
+	if !out.OK {
+		out.Reason = strings.ReplaceAll(out.Problems[0].String(), "\n", "; ")
+		if n := len(out.Problems) - 1; n > 0 {
+			out.Reason += fmt.Sprintf(" (and %d more problems)", n)
+		}
+	}
+	return out
+}

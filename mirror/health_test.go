@@ -1,0 +1,73 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHealthLastOutcome(t *testing.T) {
+	h := newHealthTracker()
+	part := func(committed, lagAfter, records int64) PartitionReport {
+		return PartitionReport{Topic: "t", Partition: 0, Hub: "h", Committed: committed, LagAfter: lagAfter, Records: records}
+	}
+	drain := func(ps ...PartitionReport) {
+		h.observe(&Report{Run: "timer", Started: time.Now(), Stopped: StopCaughtUp, Partitions: ps})
+	}
+	drain(part(10, 0, 10))
+	if s := h.snapshot(); !s.OK {
+		t.Fatalf("healthy drain: %+v", s)
+	}
+	// Lag that does not move for StallDrains drains is a problem.
+	for range StallDrains {
+		if s := h.snapshot(); !s.OK {
+			t.Fatalf("stalled too early: %+v", s)
+		}
+		drain(part(10, 5, 0))
+	}
+	if s := h.snapshot(); s.OK || s.Problems[0].Kind != KindStalled || !strings.Contains(s.Reason, "t/0 -> h: stalled") {
+		t.Fatalf("stall not reported: %+v", s)
+	}
+	drain(part(15, 0, 5))
+	if s := h.snapshot(); !s.OK {
+		t.Fatalf("progress did not clear the stall: %+v", s)
+	}
+	// A gap, an oversized skip and a throttled partition are reported.
+	gap := part(15, 0, 0)
+	gap.Gap = 3
+	over := PartitionReport{Topic: "t", Partition: 1, Hub: "h", SkippedOffsets: []int64{7}}
+	thr := PartitionReport{Topic: "u", Partition: 0, Hub: "h2", Error: "gave up", Kind: KindThrottled, LagAfter: 4}
+	drain(gap, over, thr)
+	s := h.snapshot()
+	kinds := []string{}
+	for _, p := range s.Problems {
+		kinds = append(kinds, p.Kind)
+	}
+	if strings.Join(kinds, ",") != "gap,oversized,throttled" || !strings.Contains(s.Reason, "(and 2 more problems)") {
+		t.Fatalf("problems %v, reason %q", kinds, s.Reason)
+	}
+	// A hub error stays until a partition of that hub is mirrored again.
+	h.observe(&Report{Run: "timer", Stopped: StopNothingToDo, Errors: []string{`topic "x" -> event hub "hx": nope`},
+		HubErrors: []HubError{{Topic: "x", Hub: "hx", Kind: KindHubMissing, Error: "nope"}}})
+	if s := h.snapshot(); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
+		t.Fatalf("hub problem: %+v", s)
+	}
+}
+
+func TestPartitionKind(t *testing.T) {
+	ps := newPartitionState(TopicPartition{Topic: "t"}, "h", 0)
+	ps.err = fmt.Errorf("sending: %w", ErrThrottled)
+	if k := partitionKind(ps); k != KindThrottled {
+		t.Errorf("throttled: %q", k)
+	}
+	ps.err, ps.gap = errors.New("gap: 3 records were removed by retention"), 3
+	if k := partitionKind(ps); k != KindGap {
+		t.Errorf("gap: %q", k)
+	}
+	ps.changedLog = true
+	if k := partitionKind(ps); k != KindRecreated {
+		t.Errorf("recreated: %q", k)
+	}
+}

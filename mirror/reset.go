@@ -1,0 +1,300 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Offset reset targets.
+const (
+	ResetEarliest  = "earliest"
+	ResetLatest    = "latest"
+	ResetTimestamp = "timestamp"
+	ResetOffset    = "offset"
+)
+
+// ResetRequest asks to move the group's committed offsets.
+type ResetRequest struct {
+	// Topics are mirrored topics; Partitions narrows every one of them
+	// (nil: all partitions).
+	Topics     []string
+	Partitions []int32
+	// To is one of the Reset constants; Timestamp goes with ResetTimestamp,
+	// Offset with ResetOffset.
+	To        string
+	Timestamp time.Time
+	Offset    int64
+	// Apply commits the new offsets; without it the reset is a dry run.
+	Apply bool
+	// By says who asked, for the log.
+	By string
+}
+
+// ResetPartition is the plan (or the outcome) of a reset on one partition.
+type ResetPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Before is the committed offset (NoOffset if none); From is where the
+	// next drain would have started.
+	Before int64 `json:"before"`
+	From   int64 `json:"from"`
+	// After is the new committed offset.
+	After    int64 `json:"after"`
+	LogStart int64 `json:"log_start"`
+	LogEnd   int64 `json:"log_end"`
+	// Skipped counts records that will never be mirrored (After > From);
+	// Resent counts records that will be mirrored again (After < From).
+	Skipped int64 `json:"skipped"`
+	Resent  int64 `json:"resent"`
+}
+
+// ResetResult is a dry run or an applied reset.
+type ResetResult struct {
+	Applied    bool             `json:"applied"`
+	To         string           `json:"to"`
+	Timestamp  time.Time        `json:"timestamp,omitzero"`
+	Offset     *int64           `json:"offset,omitempty"`
+	By         string           `json:"by,omitempty"`
+	At         time.Time        `json:"at"`
+	Skipped    int64            `json:"skipped"`
+	Resent     int64            `json:"resent"`
+	Partitions []ResetPartition `json:"partitions"`
+}
+
+// ResetOffsets plans a reset of the group's committed offsets and, with
+// req.Apply, commits it through a claim of the consumer group, so Kafka
+// fences it against drains that join meanwhile. A reset is refused with
+// ErrBusy while a drain of this process holds one of the partitions or the
+// group has members (a drain of another instance). Bad requests give an
+// *InputError naming the field.
+func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResult, error) {
+	tps, err := m.resetPartitions(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res := &ResetResult{To: req.To, Timestamp: req.Timestamp, By: req.By, At: time.Now().UTC()}
+	if req.To == ResetOffset {
+		res.Offset = &req.Offset
+	}
+	if !req.Apply {
+		committed, err := m.source.Committed(ctx, tps)
+		if err != nil {
+			return nil, fmt.Errorf("reading committed offsets: %w", err)
+		}
+		return res, m.plan(ctx, req, tps, committed, res)
+	}
+
+	got, busy := m.hold("offset reset", tps, m.holdMark())
+	defer m.release(got)
+	if len(busy) > 0 {
+		return nil, fmt.Errorf("%w: a drain of this process holds %s; try again when it ends", ErrBusy, tpList(busy))
+	}
+	if err := m.awaitEmptyGroup(ctx); err != nil {
+		return nil, err
+	}
+	claim, err := m.source.Claim(ctx, req.Topics)
+	if err != nil {
+		return nil, fmt.Errorf("joining consumer group for the reset: %w", err)
+	}
+	defer func() {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := claim.Release(releaseCtx); err != nil {
+			m.opts.Logger.WarnContext(ctx, "leaving consumer group after a reset", "err", err)
+		}
+	}()
+	assigned := claim.Assigned()
+	var notOwned []TopicPartition
+	for _, tp := range tps {
+		if _, ok := assigned[tp]; !ok {
+			notOwned = append(notOwned, tp)
+		}
+	}
+	if len(notOwned) > 0 {
+		return nil, fmt.Errorf("%w: another member of the group holds %s; try again when it ends", ErrBusy, tpList(notOwned))
+	}
+	if err := m.plan(ctx, req, tps, assigned, res); err != nil {
+		return nil, err
+	}
+	offsets := make(map[TopicPartition]CommitOffset, len(res.Partitions))
+	for _, p := range res.Partitions {
+		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		offsets[tp] = CommitOffset{Offset: p.After, Metadata: m.resetMetadata(ctx, tp, p.After, p.LogStart)}
+	}
+	if err := claim.CommitWithMetadata(ctx, offsets); err != nil {
+		return nil, fmt.Errorf("committing the reset: %w", err)
+	}
+	res.Applied = true
+	for _, p := range res.Partitions {
+		m.opts.Logger.InfoContext(ctx, "offsets reset", "by", req.By, "at", res.At.Format(time.RFC3339),
+			"topic", p.Topic, "partition", p.Partition, "before", p.Before, "after", p.After,
+			"to", req.To, "skipped", p.Skipped, "resent", p.Resent)
+	}
+	return res, nil
+}
+
+// emptyGroupWait is how long a reset waits for the group to have no
+// members: a process may stay a member for a few seconds after its last
+// drain, to rejoin without a rebalance.
+const emptyGroupWait = 8 * time.Second
+
+// awaitEmptyGroup waits up to emptyGroupWait for the consumer group to have
+// no members; a drain that holds partitions in any instance is a member.
+// Joining while one runs would make the group rebalance and cut that drain
+// short, so the reset is refused with ErrBusy instead.
+func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
+	deadline := time.Now().Add(emptyGroupWait)
+	for {
+		n, err := m.opts.Control.GroupMembers(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the consumer group has %d members (a drain is running); try again when it ends, or pause the topics first", ErrBusy, n)
+		}
+		if !sleep(ctx, 250*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// resetMetadata is the commit metadata an offset reset writes for tp at
+// offset, in the format of a drain's own commits: this is the one place
+// where resets make metadata. Today that format fingerprints the record
+// before the offset (read back when it is still in the log), so that the
+// next drain checks the reset position as it checks its own commits.
+func (m *Mirror) resetMetadata(ctx context.Context, tp TopicPartition, offset, logStart int64) string {
+	if offset <= logStart {
+		return ""
+	}
+	f, err := m.source.Fetch(ctx, tp, offset-1, 1)
+	if err != nil {
+		return ""
+	}
+	for i := range f.Records {
+		if r := &f.Records[i]; r.Offset == offset-1 {
+			a := &ackedRecord{offset: r.Offset, fp: fingerprintOf(r)}
+			return a.commitMetadata()
+		}
+	}
+	return ""
+}
+
+// resetPartitions validates the request and lists its partitions.
+func (m *Mirror) resetPartitions(ctx context.Context, req ResetRequest) ([]TopicPartition, error) {
+	if m.opts.Control == nil {
+		return nil, ErrNoControl
+	}
+	switch req.To {
+	case ResetEarliest, ResetLatest, ResetTimestamp, ResetOffset:
+	case "":
+		return nil, inputErr("to", "missing: want earliest, latest, timestamp or offset")
+	default:
+		return nil, inputErr("to", "%q: want earliest, latest, timestamp or offset", req.To)
+	}
+	if req.To == ResetTimestamp {
+		if req.Timestamp.IsZero() {
+			return nil, inputErr("timestamp", "missing: to=timestamp needs an RFC 3339 time such as 2026-12-03T05:00:00Z")
+		}
+		if req.Timestamp.After(time.Now()) {
+			return nil, inputErr("timestamp", "%s is in the future", req.Timestamp.Format(time.RFC3339))
+		}
+	}
+	if req.To == ResetOffset && req.Offset < 0 {
+		return nil, inputErr("offset", "%d: want a non-negative offset", req.Offset)
+	}
+	if len(req.Topics) == 0 {
+		return nil, inputErr("topics", "missing: name one or more mirrored topics")
+	}
+	var tps []TopicPartition
+	seen := map[string]bool{}
+	for _, name := range req.Topics {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t, err := m.mirroredTopic(ctx, "topics", name)
+		if err != nil {
+			return nil, err
+		}
+		if req.Partitions == nil {
+			for p := range t.Partitions {
+				tps = append(tps, TopicPartition{Topic: name, Partition: int32(p)})
+			}
+			continue
+		}
+		for _, p := range req.Partitions {
+			if p < 0 || int(p) >= t.Partitions {
+				return nil, inputErr("partitions", "topic %q has no partition %d (it has %d)", name, p, t.Partitions)
+			}
+			tps = append(tps, TopicPartition{Topic: name, Partition: p})
+		}
+	}
+	if len(tps) == 0 {
+		return nil, inputErr("partitions", "empty: name partitions or leave the field out for all")
+	}
+	sortTopicPartitions(tps)
+	return slices.Compact(tps), nil
+}
+
+// plan fills res with the reset of tps from committed.
+func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartition, committed map[TopicPartition]int64, res *ResetResult) error {
+	wms, err := m.source.Watermarks(ctx, tps)
+	if err != nil {
+		return fmt.Errorf("reading Kafka watermarks: %w", err)
+	}
+	var byTime map[TopicPartition]int64
+	if req.To == ResetTimestamp {
+		if byTime, err = m.opts.Control.OffsetsForTime(ctx, tps, req.Timestamp); err != nil {
+			return err
+		}
+	}
+	res.Partitions, res.Skipped, res.Resent = nil, 0, 0
+	for _, tp := range tps {
+		wm := wms[tp]
+		before, ok := committed[tp]
+		if !ok {
+			before = NoOffset
+		}
+		from := before
+		switch {
+		case before == NoOffset && m.opts.StartOffset == StartLatest:
+			from = wm.End
+		case before == NoOffset || before < wm.Start:
+			from = wm.Start
+		}
+		p := ResetPartition{Topic: tp.Topic, Partition: tp.Partition, Before: before, From: from, LogStart: wm.Start, LogEnd: wm.End}
+		switch req.To {
+		case ResetEarliest:
+			p.After = wm.Start
+		case ResetLatest:
+			p.After = wm.End
+		case ResetTimestamp:
+			p.After = min(max(byTime[tp], wm.Start), wm.End)
+		case ResetOffset:
+			if req.Offset < wm.Start || req.Offset > wm.End {
+				return inputErr("offset", "%d is out of range for %s: the log holds offsets %d to %d (the end, %d, is allowed)", req.Offset, tp, wm.Start, wm.End-1, wm.End)
+			}
+			p.After = req.Offset
+		}
+		p.Skipped, p.Resent = max(p.After-from, 0), max(from-p.After, 0)
+		res.Skipped += p.Skipped
+		res.Resent += p.Resent
+		res.Partitions = append(res.Partitions, p)
+	}
+	return nil
+}
+
+func tpList(tps []TopicPartition) string {
+	s := make([]string, len(tps))
+	for i, tp := range tps {
+		s[i] = tp.String()
+	}
+	return strings.Join(s, ", ")
+}
