@@ -39,8 +39,8 @@ type infraOptions struct {
 	// Proxies put a delay Proxy in front of every broker (which
 	// advertises it) and of the emulator.
 	Proxies bool
-	// TLS makes kfake serve TLS and puts a TLS-terminating proxy in front
-	// of the emulator.
+	// TLS makes kfake and the emulator (its amqps listener, behind the
+	// proxy on port 5671) serve TLS.
 	TLS *benchPKI
 	// PartitionBytes overrides emulatorPartitionBytes.
 	PartitionBytes int64
@@ -84,7 +84,11 @@ func startInfraWith(ctx context.Context, shape Shape, opts infraOptions) (*infra
 		return nil, fmt.Errorf("starting kfake: %w", err)
 	}
 	in.cluster = cluster
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs})
+	ecfg := emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs}
+	if opts.TLS != nil {
+		ecfg.TLSListen, ecfg.TLSCertificate = "127.0.0.1:0", &opts.TLS.server.Certificates[0]
+	}
+	emu, err := emulator.Start(ctx, ecfg)
 	if err != nil {
 		cluster.Close()
 		in.closeProxies()
@@ -92,16 +96,16 @@ func startInfraWith(ctx context.Context, shape Shape, opts infraOptions) (*infra
 	}
 	in.emu = emu
 	if opts.Proxies || opts.TLS != nil {
-		var tc *tls.Config
-		listen := "127.0.0.1:0"
+		listen, target := "127.0.0.1:0", emu.Addr()
 		if opts.TLS != nil {
-			tc = opts.TLS.server
-			// The SDK sends the endpoint's host:port as the TLS server
-			// name, which no certificate matches; without a port it dials
-			// 5671, as Azure does, and verifies "localhost".
-			listen = "127.0.0.1:" + amqpsPort
+			// The emulator's amqps listener terminates TLS; the proxy in
+			// front passes it through. The SDK sends the endpoint's
+			// host:port as the TLS server name, which no certificate
+			// matches; without a port it dials 5671, as Azure does, and
+			// verifies "localhost".
+			listen, target = "127.0.0.1:"+amqpsPort, emu.TLSAddr()
 		}
-		if in.eproxy, err = StartProxyOn(listen, emu.Addr(), tc); err != nil {
+		if in.eproxy, err = StartProxyOn(listen, target, nil); err != nil {
 			in.close()
 			return nil, fmt.Errorf("starting the emulator's proxy on %s: %w", listen, err)
 		}
