@@ -286,8 +286,9 @@ func (r *Results) Targets() []Target {
 		for i, v := range cc.Variants {
 			if v.Variant.KafkaRTT == 0 && v.Variant.EventHubsRTT == 0 {
 				if v.Variant.TLS {
-					out = append(out, Target{"n/a", fmt.Sprintf("%s: TLS on both sides costs %.0f %% of the throughput (%.1f vs %.1f MB/s) and %.4f vs %.4f client CPU s/1k records",
-						cc.Name, 100*(1-cc.Fraction(i)), v.Mirror.MBPerSecond(), cc.Variants[0].Mirror.MBPerSecond(), v.Mirror.CPUPer1k(), cc.Variants[0].Mirror.CPUPer1k())})
+					out = append(out, Target{"n/a", fmt.Sprintf("%s: TLS on both sides: %.1f vs %.1f MB/s plain (× %.2f); client CPU %.4f vs %.4f s/1k records (× %.2f), infra CPU × %.2f",
+						cc.Name, v.Mirror.MBPerSecond(), cc.Variants[0].Mirror.MBPerSecond(), cc.Fraction(i), v.Mirror.CPUPer1k(), cc.Variants[0].Mirror.CPUPer1k(),
+						ratio(v.Mirror.CPUPer1k(), cc.Variants[0].Mirror.CPUPer1k()), ratio(v.Mirror.InfraCPUPer1k(), cc.Variants[0].Mirror.InfraCPUPer1k()))})
 				}
 				continue
 			}
