@@ -42,11 +42,14 @@ fuzz: ## short runs of every fuzz target (FUZZTIME executions each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValue$$' -fuzztime $(FUZZTIME) ./emulator/amqp
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime $(FUZZTIME) ./emulator/amqp
 	$(GO) test -run '^$$' -fuzz '^FuzzServeConnection$$' -fuzztime $(FUZZTIME) ./emulator
+	$(GO) test -run '^$$' -fuzz '^FuzzDeliveredEvent$$' -fuzztime $(FUZZTIME) ./emulator
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInvocation$$' -fuzztime $(FUZZTIME) ./functions
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./config
+	$(GO) test -run '^$$' -fuzz '^FuzzClientKey$$' -fuzztime $(FUZZTIME) ./config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCatchUpBody$$' -fuzztime $(FUZZTIME) ./handler
 	$(GO) test -run '^$$' -fuzz '^FuzzParseOffsetsBody$$' -fuzztime $(FUZZTIME) ./handler
 	$(GO) test -run '^$$' -fuzz '^FuzzHeaderRoundTrip$$' -fuzztime $(FUZZTIME) ./mirror
+	$(GO) test -run '^$$' -fuzz '^FuzzCommitMeta$$' -fuzztime $(FUZZTIME) ./mirror
 
 infra-test: ## terraform fmt, validate and test against the real azurerm provider (builds it once, ~20 min)
 	bash scripts/terraform-check.sh

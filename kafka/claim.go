@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -24,6 +25,50 @@ type claim struct {
 
 	releaseOnce sync.Once
 	releaseErr  error
+
+	// commitMu keeps the claim's commits in order: one at a time, and
+	// none sent before the previous request is over (answered, or given up
+	// after commitRequestLimit), even when its caller stopped
+	// waiting earlier. So an older commit can never overtake a newer one.
+	commitMu sync.Mutex
+	// inflight is the previous commit's request; its done closes when it is
+	// over.
+	inflight *commitRequest
+	// uncertain is set when a commit's outcome stayed unknown (its
+	// connection broke or timed out): the broker may have applied it late.
+	// The next successful commit then reads the offsets back and commits
+	// again when they are lower.
+	uncertain bool
+
+	bgMu     sync.Mutex
+	bg       context.Context
+	bgCancel context.CancelFunc
+}
+
+// commitRequestLimit bounds how long a commit's request may wait for the
+// broker's answer after its caller gave up. While it waits, later commits of
+// the claim are not sent (they would race it on another connection). Kafka
+// answers a commit within offsets.commit.timeout.ms (5 s) of handling it, so
+// a request still unanswered after this long was lost with its connection;
+// its outcome is then unknown and the next commit is read back.
+const commitRequestLimit = time.Minute
+
+// background returns the context the claim's commit requests run under:
+// canceled by Release and by the Source's Close.
+func (c *claim) background() context.Context {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bg == nil {
+		c.bg, c.bgCancel = context.WithCancel(c.m.s.commits)
+	}
+	return c.bg
+}
+
+// commitRequest is one OffsetCommit on its way; err is set before done
+// closes.
+type commitRequest struct {
+	done chan struct{}
+	err  error
 }
 
 var _ mirror.Claim = (*claim)(nil)
@@ -110,22 +155,52 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 		MemberID:     c.g.gen.MemberID,
 		Topics:       topics,
 	}
-	var failed error
-	err := s.withRetry(ctx, func(ctx context.Context) error {
-		rctx, cancel := s.requestCtx(ctx, 0)
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	if prev := c.inflight; prev != nil {
+		select {
+		case <-prev.done:
+			if prev.err != nil && !brokerAnswered(prev.err) {
+				c.uncertain = true
+			}
+			c.inflight = nil
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: commit group %q: not sent: the previous commit is still in flight and a later one must not overtake it: %w", s.opts.Group, ctx.Err())
+		}
+	}
+	// The request runs up to commitRequestLimit even when the caller stops
+	// waiting; the next commit waits for it.
+	cr := &commitRequest{done: make(chan struct{})}
+	c.inflight = cr
+	bg := c.background()
+	s.wg.Go(func() {
+		defer close(cr.done)
+		rctx, cancel := context.WithTimeout(bg, commitRequestLimit)
 		defer cancel()
-		res, err := s.client.OffsetCommit(rctx, req)
-		if err != nil {
-			return err
+		cr.err = c.send(rctx, req)
+		if cr.err != nil {
+			s.log.Debug("commit request failed", "generation", c.g.gen.ID, "err", cr.err)
 		}
-		failed = partitionErrors(res.Topics)
-		if failed != nil && staleRouting(failed) {
-			return failed // the coordinator moved: retry once
+		if cr.err != nil && !brokerAnswered(cr.err) && rctx.Err() == nil {
+			// The connection broke without an answer: send the same
+			// offsets again on a new one. Should the first request still
+			// land, it carries the same offsets, so nothing regresses.
+			cr.err = c.send(rctx, req)
 		}
-		return nil
+		if cr.err == nil && c.uncertainSnapshot() {
+			cr.err = c.verify(rctx, req, offsets)
+		}
 	})
-	if err == nil {
-		err = failed
+	var err error
+	select {
+	case <-cr.done:
+		c.inflight = nil
+		err = cr.err
+		if err != nil && !brokerAnswered(err) {
+			c.uncertain = true
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("kafka: commit group %q generation %d: outcome unknown, the request goes on in the background: %w", s.opts.Group, c.g.gen.ID, ctx.Err())
 	}
 	if err == nil {
 		return nil
@@ -138,6 +213,69 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 	return fmt.Errorf("kafka: commit group %q generation %d: %w", s.opts.Group, c.g.gen.ID, err)
 }
 
+// send sends one OffsetCommit (retried once after stale routing) and
+// returns the first error, partition-level ones included.
+func (c *claim) send(ctx context.Context, req *kafkago.OffsetCommitRequest) error {
+	s := c.m.s
+	var failed error
+	// ctx bounds the request (commitRequestLimit), not RequestTimeout: a
+	// commit is waited for until the broker answers.
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		res, err := s.client.OffsetCommit(ctx, req)
+		if err != nil {
+			return err
+		}
+		failed = partitionErrors(res.Topics)
+		if failed != nil && staleRouting(failed) {
+			return failed // the coordinator moved: retry once
+		}
+		return nil
+	})
+	if err == nil {
+		err = failed
+	}
+	return err
+}
+
+// uncertainSnapshot reports and clears uncertain; commitMu is held by the
+// commit whose request calls it (its caller waits for it or leaves it as
+// c.inflight, which the next commit waits for).
+func (c *claim) uncertainSnapshot() bool {
+	u := c.uncertain
+	c.uncertain = false
+	return u
+}
+
+// verify resolves an earlier commit of unknown outcome: it reads the
+// committed offsets back and commits again when a late request of that
+// earlier commit overwrote the one just made.
+func (c *claim) verify(ctx context.Context, req *kafkago.OffsetCommitRequest, offsets map[mirror.TopicPartition]mirror.CommitOffset) error {
+	s := c.m.s
+	tps := make([]mirror.TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	got, _, err := s.committed(ctx, tps)
+	if err != nil {
+		return fmt.Errorf("reading back offsets after a commit of unknown outcome: %w", err)
+	}
+	for tp, off := range offsets {
+		if got[tp] < off.Offset {
+			s.log.Warn("an earlier commit of unknown outcome overtook a later one; committing again",
+				"topic", tp.Topic, "partition", tp.Partition, "committed", got[tp], "want", off.Offset)
+			return c.send(ctx, req)
+		}
+	}
+	return nil
+}
+
+// brokerAnswered reports whether err is the broker's answer (so the request's
+// outcome is known) rather than a timeout or a broken connection.
+func brokerAnswered(err error) bool {
+	var ke kafkago.Error
+	return errors.As(err, &ke)
+}
+
 // Release ends the claim (Lost closes, commits are refused). The process's
 // membership leaves the group (LeaveGroup) when no other claim holds it:
 // after Options.IdleGrace, or at once, waiting for the leave up to ctx, when
@@ -146,6 +284,11 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 // first result.
 func (c *claim) Release(ctx context.Context) error {
 	c.releaseOnce.Do(func() {
+		c.bgMu.Lock()
+		if c.bgCancel != nil {
+			c.bgCancel() // a commit request still waiting is abandoned
+		}
+		c.bgMu.Unlock()
 		if err := c.m.release(ctx, c); err != nil {
 			c.releaseErr = fmt.Errorf("kafka: release group %q: %w", c.m.s.opts.Group, err)
 		}

@@ -10,8 +10,7 @@
 //
 // A [Source] owns one kafka-go Transport (a pool of multiplexed connections,
 // one per broker plus a control connection) used by Fetch, Watermarks,
-// Committed, Commit and LeaveGroup; one reusable connection for Topics; and,
-// per group membership, the coordinator connections of a kafka-go
+// Committed, Commit, LeaveGroup and Topics; and, per group membership, the coordinator connections of a kafka-go
 // ConsumerGroup. All of them use the same TLS config and SASL mechanism
 // (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). The password is never logged nor put
 // in an error, and [SASL] and [Options] print it redacted.
@@ -23,8 +22,9 @@
 // # Freshness
 //
 // kafka-go's Transport answers Metadata from a cache and routes requests with
-// it. Topics therefore sends its own Metadata request on a dedicated
-// connection, so topics created or deleted moments ago are reflected, and
+// it. Topics therefore sends its own Metadata request (v12, with topic ids,
+// see topicMetadataRequest: kafka-go stops at v8 and has no topic id), so
+// topics created or deleted moments ago are reflected, and
 // when the answer differs from the Transport's cache (new topic, partition
 // count, leader) it drops the Transport's pools, which makes the next request
 // start from fresh metadata. Fetch, Watermarks, Committed and Commit do the
@@ -45,6 +45,14 @@
 // them once the generation is over (kfake does too: ILLEGAL_GENERATION or
 // UNKNOWN_MEMBER_ID), which is what keeps offsets from regressing across
 // processes. Commit also refuses partitions the claim does not own.
+//
+// A claim's commits are kept in order: one OffsetCommit at a time, and none
+// sent before the previous request is over. A caller that stops waiting
+// leaves its request running in the background (up to a minute, or until
+// Release or Close); the next commit waits for it, so an older commit never
+// lands after a newer one. When a request's outcome stays unknown (its
+// connection broke), the next successful commit reads the offsets back
+// (OffsetFetch) and commits again if they went backwards.
 //
 // Measured with the defaults against kfake (1 broker, in process, 2 vCPUs):
 //

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -43,14 +44,17 @@ type Source struct {
 	addr      net.Addr
 	transport *kafkago.Transport
 	client    *kafkago.Client
-	dialer    *kafkago.Dialer // metadata connection (not gated)
+	// metadataVersion is the Metadata version topicMetadataRequest
+	// negotiated (0 = not yet).
+	metadataVersion atomic.Int32
 
 	ctx    context.Context // background work; cancelled last in Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	metaMu   sync.Mutex
-	metaConn *kafkago.Conn
+	// commits is the context of commit requests running in the background;
+	// Close cancels it before waiting for them.
+	commits     context.Context
+	stopCommits context.CancelFunc
+	wg          sync.WaitGroup
 
 	refreshMu   sync.Mutex
 	lastRefresh time.Time
@@ -98,17 +102,11 @@ func NewSource(opts Options) (*Source, error) {
 		addr:      addr,
 		transport: t,
 		client:    &kafkago.Client{Addr: addr, Transport: t},
-		dialer: &kafkago.Dialer{
-			ClientID:      o.ClientID,
-			Timeout:       o.DialTimeout,
-			TLS:           o.TLS,
-			SASLMechanism: mech,
-			DialFunc:      nd.DialContext,
-		},
-		ctx:     ctx,
-		cancel:  cancel,
-		members: make(map[*membership]struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
+		members:   make(map[*membership]struct{}),
 	}
+	s.commits, s.stopCommits = context.WithCancel(ctx)
 	return s, nil
 }
 
@@ -128,6 +126,7 @@ func (s *Source) Close() error {
 	}
 	s.mu.Unlock()
 
+	s.stopCommits()
 	var errs []error
 	for _, m := range ms {
 		m.gate() // abort a join in progress too
@@ -141,12 +140,6 @@ func (s *Source) Close() error {
 	}
 	s.wg.Wait()
 
-	s.metaMu.Lock()
-	if s.metaConn != nil {
-		_ = s.metaConn.Close()
-		s.metaConn = nil
-	}
-	s.metaMu.Unlock()
 	s.transport.CloseIdleConnections()
 	s.cancel()
 	return errors.Join(errs...)
@@ -159,18 +152,22 @@ func (s *Source) isClosed() bool {
 }
 
 // Topics lists every topic of the cluster, internal ones (names starting with
-// "__") included, sorted by name. The listing comes from a Metadata request
-// sent now on the Source's metadata connection, never from a cache, so topics
-// created or deleted moments ago are reflected. When the listing disagrees
-// with the Transport's routing cache (a new topic, a changed partition count
-// or leader), that cache is refreshed too, so Fetch and Watermarks on a new
+// "__") included, sorted by name, each with its topic id (KIP-516; "" on
+// brokers older than Kafka 2.8). The listing comes from a Metadata request
+// sent now (see topicMetadataRequest), never from a cache, so topics created
+// or deleted moments ago are reflected. When the listing disagrees with the
+// Transport's routing cache (a new topic, a changed partition count or
+// leader), that cache is refreshed too, so Fetch and Watermarks on a new
 // topic work right away.
 func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("kafka: list topics: %w", ErrClosed)
 	}
-	parts, err := s.readPartitions(ctx)
+	md, err := s.topicMetadata(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
 		return nil, fmt.Errorf("kafka: list topics: %w", explainTLSAlert(err))
 	}
 	type tpKey struct {
@@ -178,14 +175,17 @@ func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
 		id    int
 	}
 	counts := make(map[string]int)
-	leaders := make(map[tpKey]int, len(parts))
-	for _, p := range parts {
-		counts[p.Topic]++
-		leaders[tpKey{p.Topic, p.ID}] = p.Leader.ID
-	}
-	out := make([]mirror.Topic, 0, len(counts))
-	for name, n := range counts {
-		out = append(out, mirror.Topic{Name: name, Partitions: n})
+	leaders := make(map[tpKey]int)
+	out := make([]mirror.Topic, 0, len(md.topics))
+	for _, t := range md.topics {
+		if t.err != 0 {
+			continue // being deleted or not yet ready
+		}
+		counts[t.name] = len(t.partitions)
+		for _, p := range t.partitions {
+			leaders[tpKey{t.name, int(p.id)}] = int(p.leader)
+		}
+		out = append(out, mirror.Topic{Name: t.name, Partitions: len(t.partitions), ID: t.id})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 
@@ -216,63 +216,6 @@ func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
 		s.refreshMetadata(time.Now())
 	}
 	return out, nil
-}
-
-// readPartitions sends a Metadata request for all topics on the reusable
-// metadata connection, dialling it when needed.
-func (s *Source) readPartitions(ctx context.Context) ([]kafkago.Partition, error) {
-	s.metaMu.Lock()
-	defer s.metaMu.Unlock()
-	if s.metaConn == nil {
-		c, err := s.dialAny(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.metaConn = c
-	}
-	c := s.metaConn
-	deadline := time.Now().Add(s.opts.RequestTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	if err := c.SetDeadline(deadline); err != nil {
-		s.dropMetaConn()
-		return nil, err
-	}
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-	parts, err := c.ReadPartitions()
-	stop()
-	if err != nil {
-		s.dropMetaConn()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
-		}
-		return nil, err
-	}
-	return parts, nil
-}
-
-func (s *Source) dropMetaConn() {
-	if s.metaConn != nil {
-		_ = s.metaConn.Close()
-		s.metaConn = nil
-	}
-}
-
-// dialAny dials the bootstrap brokers in order until one answers.
-func (s *Source) dialAny(ctx context.Context) (*kafkago.Conn, error) {
-	var errs []error
-	for _, b := range s.opts.Brokers {
-		c, err := s.dialer.DialContext(ctx, "tcp", b)
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, errors.Join(errs...)
 }
 
 // explainTLSAlert adds what a broker's TLS alert about the client's

@@ -107,6 +107,11 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		rep:       rep,
 		logger:    m.opts.Logger.With("run", run),
 		stoppedCh: make(chan struct{}),
+		ids:       make(map[string]string, len(topics)),
+		topics:    topics,
+	}
+	for _, t := range topics {
+		d.ids[t.Name] = t.ID
 	}
 	if err := d.prepare(workCtx, got, assigned); err != nil {
 		rep.Stopped = StopFailed
@@ -162,15 +167,26 @@ type drain struct {
 	order   []*partitionState
 	senders map[string][]*sender // hub -> one sender per hub partition
 	parts   map[string]*partitioner
-	rep     *Report
-	logger  *slog.Logger
+	// fits is, per hub, the largest estimated record size known to fit.
+	fits   map[string]*atomic.Int64
+	rep    *Report
+	logger *slog.Logger
 
 	inflight *semaphore.Weighted
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
 
-	commitMu     sync.Mutex
-	commitFailed error // the first failed commit; no commit follows it
+	commitMu sync.Mutex
+
+	// ids are the topics' ids (KIP-516) when the drain started, "" where
+	// the broker reports none.
+	ids    map[string]string
+	topics []Topic
+	// firstDeployment is set when KAFKA_START_OFFSET=latest applies: the
+	// group has no committed offset on any mirrored partition.
+	firstDeployment bool
+	identityMu      sync.Mutex
+	identityErr     error // the last topic identity check's error, nil after a success
 
 	stopOnce  sync.Once
 	stopped   string
@@ -191,117 +207,6 @@ func (d *drain) isStopped() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// prepare decides where each partition starts, applying the start-offset and
-// gap policies.
-func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64) error {
-	wms, err := d.m.source.Watermarks(ctx, got)
-	if err != nil {
-		return fmt.Errorf("reading Kafka watermarks: %w", err)
-	}
-	stale := d.staleCommits(ctx, got, assigned, wms)
-	d.parts = make(map[string]*partitioner)
-	for _, tp := range got {
-		hubName := d.m.router.Hub(tp.Topic)
-		hub := d.hubs[hubName]
-		if d.senders[hubName] == nil {
-			d.parts[hubName] = &partitioner{strategy: d.m.opts.Partitioning, n: len(hub.PartitionIDs)}
-			ss := make([]*sender, len(hub.PartitionIDs))
-			for i, id := range hub.PartitionIDs {
-				ss[i] = &sender{d: d, hub: hubName, partitionID: id, in: make(chan *item, senderQueue)}
-			}
-			d.senders[hubName] = ss
-		}
-		committed := assigned[tp]
-		if stale[tp] {
-			committed = NoOffset
-		}
-		ps := newPartitionState(tp, hubName, committed)
-		d.states[tp] = ps
-		d.order = append(d.order, ps)
-		wm, ok := wms[tp]
-		if !ok {
-			ps.begin(max(committed, 0), max(committed, 0))
-			ps.fail(fmt.Errorf("no watermarks for %s", tp))
-			continue
-		}
-		if stale[tp] {
-			ps.begin(wm.Start, wm.End)
-			ps.note = fmt.Sprintf("committed offset %d belongs to an earlier topic of the same name (deleted and recreated); mirroring this one from its earliest offset %d", assigned[tp], wm.Start)
-			d.logger.WarnContext(ctx, "topic recreated since the last commit; starting over at the earliest offset",
-				"topic", tp.Topic, "partition", tp.Partition, "stale_committed", assigned[tp], "log_start", wm.Start)
-			continue
-		}
-		d.begin(ps, committed, wm)
-	}
-	return nil
-}
-
-// staleCommits finds partitions whose committed offset was written for an
-// earlier topic of the same name: the record before the committed offset,
-// fingerprinted in the commit's metadata, is no longer that record. Kafka
-// commits name topics, not topic ids, so a commit in flight while a topic
-// is deleted and recreated lands on the new topic.
-func (d *drain) staleCommits(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64, wms map[TopicPartition]Watermarks) map[TopicPartition]bool {
-	meta := d.claim.AssignedMetadata()
-	stale := make(map[TopicPartition]bool)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, tp := range got {
-		last, ok := parseCommitMetadata(meta[tp])
-		wm, known := wms[tp]
-		c := assigned[tp]
-		if !ok || !known || c == NoOffset || last.offset >= c || last.offset < wm.Start || c > wm.End {
-			continue // nothing to check, retention removed it, or begin reports it
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if same, err := d.holds(ctx, tp, &last); err != nil || same {
-				return // the same log, or cannot check now: the offset stands
-			}
-			mu.Lock()
-			stale[tp] = true
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return stale
-}
-
-// begin applies the start-offset and gap policies to one partition.
-func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
-	policy := d.m.opts.GapPolicy
-	switch {
-	case committed == NoOffset && d.m.opts.StartOffset == StartLatest:
-		ps.begin(wm.End, wm.End)
-	case committed == NoOffset:
-		ps.begin(wm.Start, wm.End)
-	case committed < wm.Start:
-		gap := wm.Start - committed
-		ps.gap = gap
-		if policy == GapFail {
-			ps.begin(committed, wm.End)
-			ps.lagBefore = wm.End - committed
-			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", gap, committed, wm.Start-1))
-			return
-		}
-		d.logger.WarnContext(context.Background(), "records lost to retention before they were mirrored; resuming at the earliest record",
-			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "gap", gap, "committed", committed, "log_start", wm.Start)
-		ps.begin(wm.Start, wm.End)
-	case committed > wm.End:
-		if policy == GapFail {
-			ps.begin(committed, wm.End)
-			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d)", committed, wm.End, wm.Start))
-			return
-		}
-		d.logger.WarnContext(context.Background(), "committed offset beyond the log end; restarting at the earliest record",
-			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "committed", committed, "log_start", wm.Start, "log_end", wm.End)
-		ps.begin(wm.Start, wm.End)
-	default:
-		ps.begin(committed, wm.End)
 	}
 }
 
@@ -330,10 +235,10 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}
 	}
 
-	// The committer commits every CommitInterval. A commit is never
-	// abandoned: its request runs to its own deadline even when the drain
-	// ends, and the final commit waits for it. An abandoned OffsetCommit can
-	// reach the broker after a later one and move the offset backwards.
+	// The committer commits every CommitInterval. A failed commit does not
+	// stop later ones; the claim keeps commits in order (a later one is not
+	// sent while an earlier request may still land), so none can move the
+	// offset backwards.
 	committerDone := make(chan struct{})
 	stopCommitter := make(chan struct{})
 	go func() {
@@ -352,6 +257,28 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 					d.logger.WarnContext(ctx, "periodic commit failed", "err", err)
 				}
 				cancel()
+			}
+		}
+	}()
+
+	// The identity watcher lists the topics every CommitInterval and
+	// confirms that each still has the id it had at the start; only records
+	// read before a confirmation are committed.
+	watcherDone := make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		t := time.NewTicker(d.m.opts.CommitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopCommitter:
+				return
+			case <-workCtx.Done():
+				return
+			case <-t.C:
+				if err := d.checkIdentity(workCtx); err != nil && workCtx.Err() == nil {
+					d.logger.WarnContext(ctx, "topic identity check failed; commits wait for the next one", "err", err)
+				}
 			}
 		}
 	}()
@@ -378,6 +305,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	senders.Wait()
 	close(stopCommitter)
 	<-committerDone
+	<-watcherDone
 
 	if !d.isStopped() {
 		switch {
@@ -396,6 +324,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// canceled: what Event Hubs acknowledged must be committed.
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(margin, time.Second))
 	defer cancel()
+	if err := d.checkIdentity(finalCtx); err != nil {
+		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final %v: records read since the last check are not committed", err))
+	}
 	if err := d.commit(finalCtx); err != nil {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final commit: %v (acknowledged records will be mirrored again)", err))
 	}
@@ -411,7 +342,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	backoff := d.m.opts.RetryBackoff
 	pf := &prefetcher{d: d, tp: ps.tp}
 	defer pf.stop()
-	for offset >= 0 && !ps.isFailed() && ctx.Err() == nil {
+	for offset >= 0 && !ps.halted() && ctx.Err() == nil {
 		if offset >= end && !d.keepFollowing(ctx) {
 			return // caught up
 		}
@@ -456,43 +387,11 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	}
 }
 
-// outOfRange handles a fetch outside the log, which happens when retention
-// removes records while the drain reads them. It returns the offset to go on
-// from, or -1 to stop the partition.
-func (d *drain) outOfRange(ctx context.Context, ps *partitionState, offset int64) int64 {
-	wms, err := d.m.source.Watermarks(ctx, []TopicPartition{ps.tp})
-	wm, ok := wms[ps.tp]
-	if err != nil || !ok {
-		ps.fail(fmt.Errorf("offset %d out of range and watermarks unavailable: %v", offset, err))
-		return -1
-	}
-	ps.setEnd(wm.End)
-	if offset >= wm.Start && offset <= wm.End {
-		return offset // transient; try again
-	}
-	if offset > wm.End || d.m.opts.GapPolicy == GapFail {
-		if offset < wm.Start {
-			ps.mu.Lock()
-			ps.gap += wm.Start - offset
-			ps.mu.Unlock()
-			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced past them", wm.Start-offset, offset, wm.Start-1))
-		} else {
-			ps.fail(fmt.Errorf("offset %d is beyond the log end %d (topic recreated or truncated)", offset, wm.End))
-		}
-		return -1
-	}
-	ps.mu.Lock()
-	ps.gap += wm.Start - offset
-	ps.mu.Unlock()
-	ps.advance(wm.Start)
-	return wm.Start
-}
-
 // handOver charges the drain's bounds for r and queues its event for the
 // sender of its hub partition. It returns false when the partition must stop
 // reading.
 func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
-	if d.isStopped() || ps.isFailed() {
+	if d.isStopped() || ps.halted() {
 		return false
 	}
 	size := int64(len(r.Value))
@@ -505,13 +404,24 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		return false
 	}
 	ev := EventFor(r)
+	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
+	if !d.fitsHub(ctx, s, r, &ev) {
+		// Decided here, before any later record of the partition is
+		// handed over.
+		ps.add(r)
+		if err := d.oversized(ps, r.Offset, int(size), ps.hub, ErrEventTooLarge); err != nil {
+			// Stop reading; the records queued before it are still sent.
+			ps.hold(err)
+			return false
+		}
+		return true
+	}
 	weight := min(size+int64(len(r.Key))+eventOverhead, d.m.opts.InFlightBytes)
 	if err := d.inflight.Acquire(ctx, weight); err != nil {
 		return false
 	}
 	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev}
 	ps.add(r)
-	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
 	select {
 	case s.in <- it:
 		return true
@@ -520,87 +430,6 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		d.inflight.Release(weight)
 		return false
 	}
-}
-
-// commit commits every partition whose commit point advanced.
-func (d *drain) commit(ctx context.Context) error {
-	d.commitMu.Lock()
-	defer d.commitMu.Unlock()
-	offsets := make(map[TopicPartition]CommitOffset)
-	for _, ps := range d.order {
-		p, last := ps.commitPoint()
-		if p <= ps.lastCommitted() || ps.isRecreated() {
-			continue
-		}
-		if last != nil && !d.stillInLog(ctx, ps, last) {
-			continue
-		}
-		offsets[ps.tp] = CommitOffset{Offset: p, Metadata: last.commitMetadata()}
-	}
-	if len(offsets) == 0 {
-		return nil
-	}
-	if d.commitFailed != nil {
-		return fmt.Errorf("not committing after an earlier commit failed: %w", d.commitFailed)
-	}
-	if err := d.claim.CommitWithMetadata(ctx, offsets); err != nil {
-		// The broker may still apply the failed request later; a later,
-		// higher commit could then be overwritten by it. Commit nothing
-		// more in this drain: the records are mirrored again instead.
-		d.commitFailed = err
-		return fmt.Errorf("committing offsets: %w", err)
-	}
-	for tp, off := range offsets {
-		d.states[tp].committedAt(off.Offset)
-	}
-	return nil
-}
-
-// stillInLog is the commit guard: it checks that the last acknowledged
-// record below a commit point is still the record at its offset. When the
-// topic was deleted and recreated during the drain, the offsets belong to
-// another log; the partition is then failed and not committed, so the new
-// topic's records are not skipped.
-func (d *drain) stillInLog(ctx context.Context, ps *partitionState, last *ackedRecord) bool {
-	same, err := d.holds(ctx, ps.tp, last)
-	switch {
-	case errors.Is(err, ErrOffsetOutOfRange):
-		wms, werr := d.m.source.Watermarks(ctx, []TopicPartition{ps.tp})
-		wm, ok := wms[ps.tp]
-		if werr != nil || !ok {
-			return false // cannot check now; commit later
-		}
-		if last.offset < wm.Start {
-			// Retention removed it after it was mirrored: same log.
-			return true
-		}
-		ps.recreated(fmt.Errorf("offset %d, mirrored in this drain, is no longer in the log (end %d): the topic was deleted and recreated or truncated; not committed, the next drain starts over", last.offset, wm.End))
-		return false
-	case err != nil:
-		// Cannot check now; commit later.
-		d.logger.WarnContext(ctx, "checking the partition before a commit", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "err", err)
-		return false
-	}
-	if same {
-		return true
-	}
-	ps.recreated(fmt.Errorf("the record at offset %d is not the one mirrored in this drain: the topic was deleted and recreated; not committed, the next drain starts over", last.offset))
-	return false
-}
-
-// holds reports whether the record at rec's offset in tp is still the
-// record rec fingerprints.
-func (d *drain) holds(ctx context.Context, tp TopicPartition, rec *ackedRecord) (bool, error) {
-	f, err := d.m.source.Fetch(ctx, tp, rec.offset, 1)
-	if err != nil {
-		return false, err
-	}
-	for i := range f.Records {
-		if r := &f.Records[i]; r.Offset == rec.offset {
-			return fingerprintOf(r) == rec.fp, nil
-		}
-	}
-	return false, nil
 }
 
 // report fills the drain's report.
@@ -630,6 +459,11 @@ func (d *drain) report(ctx context.Context) {
 			Gap:       ps.gap,
 			Note:      ps.note,
 		}
+		ps.mu.Unlock()
+		if note := d.identityNote(ps); note != "" {
+			pr.Note = strings.TrimPrefix(pr.Note+"; "+note, "; ")
+		}
+		ps.mu.Lock()
 		if len(ps.skipped) > 0 {
 			pr.SkippedOffsets = append([]int64(nil), ps.skipped...)
 		}
@@ -638,6 +472,10 @@ func (d *drain) report(ctx context.Context) {
 			from = ps.start
 		}
 		pr.LagAfter = max(end-from, 0)
+		if wm, ok := wms[ps.tp]; ok && from > wm.End {
+			// A committed offset past the log end is not "caught up".
+			pr.LagAfter = wm.End - wm.Start
+		}
 		if ps.err != nil {
 			pr.Error, pr.Kind = ps.err.Error(), partitionKind(ps)
 		}

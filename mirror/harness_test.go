@@ -35,7 +35,13 @@ type env struct {
 // with a hub per topic (4 partitions), plus any extra hubs.
 func newEnv(t testing.TB, extraHubs ...emulator.HubConfig) *env {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...))
+	return newEnvWith(t, nil, extraHubs...)
+}
+
+// newEnvWith is newEnv with extra kfake options.
+func newEnvWith(t testing.TB, kopts []kfake.Opt, extraHubs ...emulator.HubConfig) *env {
+	t.Helper()
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...)}, kopts...)...)
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
@@ -175,4 +181,59 @@ func sortedKeys[V any](m map[provenance]V) []provenance {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	return keys
+}
+
+// newSource returns a Kafka source in the test's group.
+func (e *env) newSource() *kafka.Source {
+	e.t.Helper()
+	src, err := kafka.NewSource(kafka.Options{Brokers: e.cluster.ListenAddrs(), Group: e.group, Logger: testLogger()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = src.Close() })
+	return src
+}
+
+// committedMetadata returns the metadata of the group's commit on topic/p.
+func (e *env) committedMetadata(src *kafka.Source, topic string, p int32) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := src.Claim(ctx, []string{topic})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() { _ = c.Release(ctx) }()
+	return c.AssignedMetadata()[mirror.TopicPartition{Topic: topic, Partition: p}]
+}
+
+// commitAs commits offset with meta on topic/p as a member of the group.
+func (e *env) commitAs(src *kafka.Source, topic string, p int32, offset int64, meta string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := src.Claim(ctx, []string{topic})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() { _ = c.Release(ctx) }()
+	if err := c.CommitWithMetadata(ctx, map[mirror.TopicPartition]mirror.CommitOffset{{Topic: topic, Partition: p}: {Offset: offset, Metadata: meta}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// produceFresh produces with a new client (one that has no cached topic ids,
+// for a topic just recreated).
+func (e *env) produceFresh(recs ...*kgo.Record) {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		e.t.Fatalf("produce: %v", err)
+	}
 }

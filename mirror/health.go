@@ -206,7 +206,14 @@ func (h *healthTracker) snapshot() Health {
 	out.Problems = append(out.Problems, parts...)
 	out.OK = len(out.Problems) == 0
 	if !out.OK {
-		out.Reason = strings.ReplaceAll(out.Problems[0].String(), "\n", "; ")
+		// The reason names the first problem of a known kind: a generic
+		// error (often a send that ran out of time while the SDK retried
+		// a throttled or refused request) says less about what to fix.
+		first := out.Problems[0]
+		if i := slices.IndexFunc(out.Problems, func(p Problem) bool { return p.Kind != KindError }); i >= 0 {
+			first = out.Problems[i]
+		}
+		out.Reason = strings.ReplaceAll(first.String(), "\n", "; ")
 		if n := len(out.Problems) - 1; n > 0 {
 			out.Reason += fmt.Sprintf(" (and %d more problems)", n)
 		}

@@ -48,6 +48,12 @@ func TestHealthLastOutcome(t *testing.T) {
 	if strings.Join(kinds, ",") != "gap,oversized,throttled" || !strings.Contains(s.Reason, "(and 2 more problems)") {
 		t.Fatalf("problems %v, reason %q", kinds, s.Reason)
 	}
+	// A generic error does not hide a problem of a known kind in the reason.
+	generic := PartitionReport{Topic: "a", Partition: 0, Hub: "h0", Error: "context deadline exceeded", Kind: KindError, LagAfter: 1}
+	drain(generic, thr)
+	if s := h.snapshot(); s.Problems[0].Kind != KindError || strings.Contains(s.Reason, "context deadline exceeded") {
+		t.Fatalf("reason %q names the generic error, want the throttled partition", s.Reason)
+	}
 	// A hub error stays until a partition of that hub is mirrored again.
 	h.observe(&Report{Run: "timer", Stopped: StopNothingToDo, Errors: []string{`topic "x" -> event hub "hx": nope`},
 		HubErrors: []HubError{{Topic: "x", Hub: "hx", Kind: KindHubMissing, Error: "nope"}}})

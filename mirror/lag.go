@@ -24,6 +24,11 @@ type PartitionLag struct {
 	Gap int64 `json:"gap,omitempty"`
 	// Paused is set when the topic is paused.
 	Paused bool `json:"paused,omitempty"`
+	// BeyondEnd flags a committed offset past the log end (a topic
+	// recreated or truncated): Lag then counts the whole log, which is what
+	// the mirror has still to read (MIRROR_GAP_POLICY=resume-earliest) or
+	// cannot read (fail).
+	BeyondEnd bool `json:"beyond_end,omitempty"`
 }
 
 // LagReport is the group's lag over every mirrored partition.
@@ -74,6 +79,14 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading committed offsets: %w", err)
 	}
+	// KAFKA_START_OFFSET=latest applies only while the group has
+	// committed nothing at all (its first deployment).
+	first := m.opts.StartOffset == StartLatest
+	for _, c := range committed {
+		if c != NoOffset {
+			first = false
+		}
+	}
 	for _, tp := range tps {
 		wm := wms[tp]
 		c, ok := committed[tp]
@@ -83,10 +96,13 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 		_, paused := pauses[tp.Topic]
 		pl := PartitionLag{Topic: tp.Topic, Partition: tp.Partition, Hub: m.router.Hub(tp.Topic), Committed: c, Start: wm.Start, End: wm.End, Paused: paused}
 		switch {
-		case c == NoOffset && m.opts.StartOffset == StartLatest:
+		case c == NoOffset && first:
 			pl.Lag = 0
 		case c == NoOffset:
 			pl.Lag = wm.End - wm.Start
+		case c > wm.End:
+			pl.Lag = wm.End - wm.Start
+			pl.BeyondEnd = true
 		default:
 			pl.Lag = max(wm.End-c, 0)
 			pl.Gap = max(wm.Start-c, 0)

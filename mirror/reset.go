@@ -119,10 +119,14 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	if err := m.plan(ctx, req, tps, assigned, res); err != nil {
 		return nil, err
 	}
+	metas, err := m.resetMetadata(ctx, req.Topics)
+	if err != nil {
+		return nil, err
+	}
 	offsets := make(map[TopicPartition]CommitOffset, len(res.Partitions))
 	for _, p := range res.Partitions {
 		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		offsets[tp] = CommitOffset{Offset: p.After, Metadata: m.resetMetadata(ctx, tp, p.After, p.LogStart)}
+		offsets[tp] = CommitOffset{Offset: p.After, Metadata: metas[p.Topic]}
 	}
 	if err := claim.CommitWithMetadata(ctx, offsets); err != nil {
 		return nil, fmt.Errorf("committing the reset: %w", err)
@@ -164,26 +168,32 @@ func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
 	}
 }
 
-// resetMetadata is the commit metadata an offset reset writes for tp at
-// offset, in the format of a drain's own commits: this is the one place
-// where resets make metadata. Today that format fingerprints the record
-// before the offset (read back when it is still in the log), so that the
-// next drain checks the reset position as it checks its own commits.
-func (m *Mirror) resetMetadata(ctx context.Context, tp TopicPartition, offset, logStart int64) string {
-	if offset <= logStart {
-		return ""
-	}
-	f, err := m.source.Fetch(ctx, tp, offset-1, 1)
+// resetMetadata returns the commit metadata an offset reset writes, per
+// topic, in the format of a drain's own commits (the topic's id): this is
+// the one place where resets make metadata, so the next drain checks the
+// reset position as it checks its own commits.
+func (m *Mirror) resetMetadata(ctx context.Context, topics []string) (map[string]string, error) {
+	listed, err := m.source.Topics(ctx)
 	if err != nil {
-		return ""
+		return nil, fmt.Errorf("reading topic ids: %w", err)
 	}
-	for i := range f.Records {
-		if r := &f.Records[i]; r.Offset == offset-1 {
-			a := &ackedRecord{offset: r.Offset, fp: fingerprintOf(r)}
-			return a.commitMetadata()
+	ids := make(map[string]string, len(listed))
+	for _, tp := range listed {
+		ids[tp.Name] = tp.ID
+	}
+	out := make(map[string]string, len(topics))
+	for _, name := range topics {
+		id, ok := ids[name]
+		if !ok {
+			return nil, fmt.Errorf("topic %q no longer exists", name)
 		}
+		meta, err := commitMeta{TopicID: id}.encode()
+		if err != nil {
+			return nil, err
+		}
+		out[name] = meta
 	}
-	return ""
+	return out, nil
 }
 
 // resetPartitions validates the request and lists its partitions.

@@ -116,19 +116,13 @@ func (s *sender) add(batch Batch, it *item) bool {
 // oversized applies the oversize policy to an event that fits no batch.
 func (s *sender) oversized(it *item, err error) {
 	defer s.d.inflight.Release(it.weight)
-	tp := it.ps.tp
 	if !errors.Is(err, ErrEventTooLarge) {
 		it.ps.fail(fmt.Errorf("adding offset %d to a batch for event hub %q: %w", it.offset, s.hub, err))
 		return
 	}
-	if s.d.m.opts.OversizePolicy == OversizeSkip {
-		it.ps.skip(it.offset)
-		s.d.logger.WarnContext(context.Background(), "oversized record skipped (MIRROR_OVERSIZE_POLICY=skip)",
-			"topic", tp.Topic, "partition", tp.Partition, "offset", it.offset, "value_bytes", it.size, "hub", s.hub)
-		return
+	if err := s.d.oversized(it.ps, it.offset, it.size, s.hub, err); err != nil {
+		it.ps.fail(err)
 	}
-	it.ps.fail(fmt.Errorf("record at offset %d (%d value bytes) is larger than event hub %q accepts; partition stopped before it (MIRROR_OVERSIZE_POLICY=skip leaves such records out): %w",
-		it.offset, it.size, s.hub, err))
 }
 
 // newBatch starts a batch, retrying transient errors until ctx ends.

@@ -51,6 +51,10 @@ func (r *Record) TopicPartition() TopicPartition {
 type Topic struct {
 	Name       string
 	Partitions int
+	// ID is the topic's id (KIP-516, Kafka 2.8+), which changes when a
+	// topic is deleted and created again under the same name; "" when the
+	// broker does not report topic ids.
+	ID string
 }
 
 // Watermarks are a partition's log start offset (the first offset still stored)
@@ -122,6 +126,9 @@ type Claim interface {
 
 	// CommitWithMetadata is Commit with a metadata string stored beside
 	// each offset (Kafka keeps it with the commit).
+	//
+	// Commits of one claim take effect in call order: an earlier commit,
+	// even one whose caller gave up, never lands after a later one.
 	CommitWithMetadata(ctx context.Context, offsets map[TopicPartition]CommitOffset) error
 
 	// Release leaves the group. It is safe to call more than once.

@@ -1,10 +1,7 @@
 package mirror
 
 import (
-	"fmt"
-	"hash/crc32"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -35,69 +32,22 @@ type partitionState struct {
 	// changedLog is set when the topic was deleted and recreated during
 	// the drain: nothing more is committed.
 	changedLog bool
-	lastAcked  *ackedRecord // last acknowledged record popped, for the commit guard
-	records    int64
-	bytes      int64
-	skipped    []int64
-	first      int64
-	last       int64
+	held       bool // reading stopped before a record it must not pass
+	// verified is the read position below which every record was fetched
+	// before a topic listing confirmed the topic's id: nothing at or past
+	// it is committed (a recreated topic reuses offsets).
+	verified int64
+	records  int64
+	bytes    int64
+	skipped  []int64
+	first    int64
+	last     int64
 }
 
 type pendingRecord struct {
 	offset int64
 	done   bool
 	acked  bool // done because Event Hubs accepted it (not skipped)
-	fp     fingerprint
-}
-
-// fingerprint identifies a record's content, so that a commit can check that
-// the record at an offset is still the one that was mirrored: a topic
-// deleted and recreated under the same name reuses offsets, and Kafka
-// commits name topics, not topic ids.
-type fingerprint struct {
-	timestamp int64
-	size      int
-	crc       uint32
-}
-
-func fingerprintOf(r *Record) fingerprint {
-	h := crc32.NewIEEE()
-	h.Write(r.Key)
-	h.Write([]byte{0})
-	h.Write(r.Value)
-	return fingerprint{timestamp: r.Time.UnixMilli(), size: len(r.Value), crc: h.Sum32()}
-}
-
-// commitMetadataPrefix starts the metadata the mirror stores with each
-// commit: the fingerprint of the last record mirrored below the committed
-// offset. The next drain checks it, so a commit that landed on a topic
-// deleted and recreated under the same name is recognised.
-const commitMetadataPrefix = "ehmirror/1 "
-
-// commitMetadata encodes the last acknowledged record for the commit.
-func (a *ackedRecord) commitMetadata() string {
-	if a == nil {
-		return ""
-	}
-	return fmt.Sprintf("%slast=%d ts=%d size=%d crc=%08x", commitMetadataPrefix, a.offset, a.fp.timestamp, a.fp.size, a.fp.crc)
-}
-
-// parseCommitMetadata decodes commitMetadata; ok is false for metadata the
-// mirror did not write.
-func parseCommitMetadata(s string) (a ackedRecord, ok bool) {
-	rest, found := strings.CutPrefix(s, commitMetadataPrefix)
-	if !found {
-		return a, false
-	}
-	n, err := fmt.Sscanf(rest, "last=%d ts=%d size=%d crc=%x", &a.offset, &a.fp.timestamp, &a.fp.size, &a.fp.crc)
-	return a, err == nil && n == 4
-}
-
-// acked is the last acknowledged record below the commit point; the commit
-// guard checks that it is still in the log.
-type ackedRecord struct {
-	offset int64
-	fp     fingerprint
 }
 
 func newPartitionState(tp TopicPartition, hub string, committed int64) *partitionState {
@@ -108,14 +58,14 @@ func newPartitionState(tp TopicPartition, hub string, committed int64) *partitio
 func (p *partitionState) begin(start, end int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.start, p.next, p.end = start, start, end
+	p.start, p.next, p.end, p.verified = start, start, end, start
 	p.lagBefore = max(end-start, 0)
 }
 
 // add records that r was handed to a sender.
 func (p *partitionState) add(r *Record) {
 	p.mu.Lock()
-	p.pending = append(p.pending, pendingRecord{offset: r.Offset, fp: fingerprintOf(r)})
+	p.pending = append(p.pending, pendingRecord{offset: r.Offset})
 	p.next = r.Offset + 1
 	p.mu.Unlock()
 }
@@ -179,15 +129,37 @@ func (p *partitionState) fail(err error) {
 	}
 }
 
-// recreated fails the partition because its log changed under the drain;
-// it is never committed again by this drain.
+// recreated stops reading the partition because its topic changed under
+// the drain; it is never committed again by this drain. Records already
+// queued are still sent (they are valid records of the topic they were
+// read from), so the error is kept without failing the queued records.
 func (p *partitionState) recreated(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.changedLog = true
-	if !p.failed {
-		p.failed, p.err = true, err
+	if !p.changedLog && p.err == nil {
+		p.err = err
 	}
+	p.changedLog = true
+}
+
+// hold stops reading the partition before a record it must not pass (an
+// oversized record under the fail policy); records queued before it are
+// still sent and committed.
+func (p *partitionState) hold(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.held = true
+}
+
+// halted reports whether reading the partition must stop: it failed, its
+// topic changed, or it is held.
+func (p *partitionState) halted() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed || p.changedLog || p.held
 }
 
 func (p *partitionState) isRecreated() bool {
@@ -202,26 +174,50 @@ func (p *partitionState) isFailed() bool {
 	return p.failed
 }
 
+// readMark returns the read position: every record below it was fetched
+// before this call.
+func (p *partitionState) readMark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next
+}
+
+// confirm records that the topic's identity was confirmed after every record
+// below mark had been fetched.
+func (p *partitionState) confirm(mark int64) {
+	p.mu.Lock()
+	p.verified = max(p.verified, mark)
+	p.mu.Unlock()
+}
+
 // commitPoint pops acknowledged records and returns the offset that may be
-// committed now, with the last acknowledged record below it (nil if none).
-func (p *partitionState) commitPoint() (int64, *ackedRecord) {
+// committed now: the first record not yet done, capped at the verified read
+// position.
+func (p *partitionState) commitPoint() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.head < len(p.pending) && p.pending[p.head].done {
-		if r := p.pending[p.head]; r.acked {
-			p.lastAcked = &ackedRecord{offset: r.offset, fp: r.fp}
-		}
 		p.head++
 	}
+	point := p.next
 	if p.head == len(p.pending) {
 		p.pending, p.head = p.pending[:0], 0
-		return p.next, p.lastAcked
+	} else {
+		if p.head > 1024 && p.head > len(p.pending)/2 {
+			p.pending = append(p.pending[:0], p.pending[p.head:]...)
+			p.head = 0
+		}
+		point = p.pending[p.head].offset
 	}
-	if p.head > 1024 && p.head > len(p.pending)/2 {
-		p.pending = append(p.pending[:0], p.pending[p.head:]...)
-		p.head = 0
-	}
-	return p.pending[p.head].offset, p.lastAcked
+	return min(point, p.verified)
+}
+
+// unverified reports whether acknowledged work past the verified position
+// waits for a topic identity check.
+func (p *partitionState) unverified() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next > p.verified
 }
 
 // committedAt records a successful commit.
@@ -235,4 +231,18 @@ func (p *partitionState) lastCommitted() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.committed
+}
+
+func (p *partitionState) lastVerified() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.verified
+}
+
+// resetCommitted forgets the committed offset the drain started with (it
+// belongs to no log the drain reads), so the next commit replaces it.
+func (p *partitionState) resetCommitted() {
+	p.mu.Lock()
+	p.committed = NoOffset
+	p.mu.Unlock()
 }

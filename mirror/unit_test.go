@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,7 +128,8 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 	for o := int64(10); o < 15; o++ {
 		ps.add(&Record{Offset: o, Value: []byte{byte(o)}})
 	}
-	point := func() int64 { p, _ := ps.commitPoint(); return p }
+	ps.confirm(ps.readMark())
+	point := ps.commitPoint
 	if got := point(); got != 10 {
 		t.Fatalf("nothing acked: commit point %d, want 10", got)
 	}
@@ -137,14 +139,18 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 		t.Fatalf("10 unacked: commit point %d, want 10", got)
 	}
 	ps.ack(10, 1)
-	if got, last := ps.commitPoint(); got != 13 || last == nil || last.offset != 12 {
-		t.Fatalf("10..12 acked: commit point %d (last %+v), want 13 after 12", got, last)
+	if got := point(); got != 13 {
+		t.Fatalf("10..12 acked: commit point %d, want 13", got)
 	}
 	ps.skip(13)
 	ps.ack(14, 1)
 	ps.advance(17) // the fetch skipped control records up to 17
-	if got, last := ps.commitPoint(); got != 17 || last.offset != 14 || last.fp != fingerprintOf(&Record{Offset: 14, Value: []byte{14}}) {
-		t.Fatalf("all done: commit point %d (last %+v), want 17 after 14", got, last)
+	if got := point(); got != 15 {
+		t.Fatalf("all done, identity confirmed up to 15: commit point %d, want 15", got)
+	}
+	ps.confirm(ps.readMark())
+	if got := point(); got != 17 {
+		t.Fatalf("all done: commit point %d, want 17", got)
 	}
 	ps.add(&Record{Offset: 17})
 	ps.fail(errTest)
@@ -156,18 +162,32 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 var errTest = bytes.ErrTooLarge
 
 func TestCommitMetadataRoundTrip(t *testing.T) {
-	a := &ackedRecord{offset: 199, fp: fingerprintOf(&Record{Key: []byte("k"), Value: []byte("v"), Time: time.UnixMilli(1700000000000)})}
-	got, ok := parseCommitMetadata(a.commitMetadata())
-	if !ok || got != *a {
-		t.Fatalf("round trip: %+v, %v; want %+v", got, ok, *a)
+	m := commitMeta{TopicID: "0123456789abcdef0123456789abcdef"}
+	s, err := m.encode()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, foreign := range []string{"", "some other client", "ehmirror/1 last=x"} {
-		if _, ok := parseCommitMetadata(foreign); ok {
+	if s != "ehmirror/2 tid=0123456789abcdef0123456789abcdef" {
+		t.Errorf("encoded %q", s)
+	}
+	if got, ok := parseCommitMeta(s); !ok || got != m {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, ok, m)
+	}
+	// A later version with more fields still yields the topic id.
+	if got, ok := parseCommitMeta("ehmirror/3 seq=17 tid=ab x=y"); !ok || got.TopicID != "ab" {
+		t.Errorf("forward compatible: %+v %v", got, ok)
+	}
+	// Version 1 (fingerprints) is understood as carrying no id.
+	if got, ok := parseCommitMeta("ehmirror/1 last=199 ts=1 size=1 crc=00000000"); !ok || got.TopicID != "" {
+		t.Errorf("version 1: %+v %v", got, ok)
+	}
+	for _, foreign := range []string{"", "some other client", "ehmirror/x"} {
+		if _, ok := parseCommitMeta(foreign); ok {
 			t.Errorf("parsed foreign metadata %q", foreign)
 		}
 	}
-	if (*ackedRecord)(nil).commitMetadata() != "" {
-		t.Error("no record: want empty metadata")
+	if _, err := (commitMeta{TopicID: strings.Repeat("a", maxCommitMetadata)}).encode(); err == nil {
+		t.Error("oversized metadata encoded")
 	}
 }
 
@@ -193,4 +213,25 @@ func TestHoldSkipsPartitionsReleasedAfterTheClaim(t *testing.T) {
 	if got, busy := m.hold("c", []TopicPartition{p0, p1, p2}, m.holdMark()); len(got) != 3 || len(busy) != 0 {
 		t.Fatalf("next drain: got %v busy %v, want all", got, busy)
 	}
+}
+
+// FuzzCommitMeta: metadata read back from Kafka is foreign input; parsing
+// never panics, and what encode writes parses back to the same value.
+func FuzzCommitMeta(f *testing.F) {
+	for _, s := range []string{"", "ehmirror/2", "ehmirror/2 tid=0123456789abcdef0123456789abcdef", "ehmirror/1 last=1 ts=2 size=3 crc=0", "ehmirror/9 tid=a seq=1", "ehmirror/ ", "ehmirror/-1 tid=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, ok := parseCommitMeta(s)
+		if !ok {
+			return
+		}
+		enc, err := m.encode()
+		if err != nil {
+			return // an id with a space or '=' cannot come from parse
+		}
+		if back, ok := parseCommitMeta(enc); !ok || back != m {
+			t.Fatalf("%q -> %+v -> %q -> %+v", s, m, enc, back)
+		}
+	})
 }

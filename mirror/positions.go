@@ -1,0 +1,159 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// maxCommitMetadata is Kafka's default offset.metadata.max.bytes: a commit
+// whose metadata is longer is refused for that partition.
+const maxCommitMetadata = 4096
+
+// commitMetadataPrefix starts every metadata string the mirror stores with a
+// commit; the format version follows it ("ehmirror/2").
+const commitMetadataPrefix = "ehmirror/"
+
+// commitMetadataVersion is the format written now. Version 1 (a fingerprint
+// of the last record) is read as carrying no topic id.
+const commitMetadataVersion = 2
+
+// commitMeta is what the mirror stores beside each committed offset. The
+// encoding is "ehmirror/<version>" followed by space-separated key=value
+// fields; readers ignore keys they do not know, so later versions can add
+// fields (values must not contain spaces). Only facts about the committed
+// position belong here: anything else (pause state, settings) does not.
+type commitMeta struct {
+	// TopicID is the id of the topic the offset belongs to (KIP-516), ""
+	// when the broker reports none.
+	TopicID string
+}
+
+// encode renders m; it fails when the result would exceed
+// maxCommitMetadata or a value contains a space.
+func (m commitMeta) encode() (string, error) {
+	var b strings.Builder
+	b.WriteString(commitMetadataPrefix)
+	b.WriteString(strconv.Itoa(commitMetadataVersion))
+	if m.TopicID != "" {
+		if strings.ContainsAny(m.TopicID, " =") {
+			return "", fmt.Errorf("commit metadata: topic id %q contains a space or '='", m.TopicID)
+		}
+		b.WriteString(" tid=")
+		b.WriteString(m.TopicID)
+	}
+	if b.Len() > maxCommitMetadata {
+		return "", fmt.Errorf("commit metadata: %d bytes, Kafka keeps at most %d", b.Len(), maxCommitMetadata)
+	}
+	return b.String(), nil
+}
+
+// parseCommitMeta decodes encode's output. ok is false for metadata the
+// mirror did not write; version 1 metadata decodes with no topic id.
+func parseCommitMeta(s string) (m commitMeta, ok bool) {
+	rest, found := strings.CutPrefix(s, commitMetadataPrefix)
+	if !found {
+		return m, false
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return m, false
+	}
+	v, err := strconv.Atoi(fields[0])
+	if err != nil || v < 1 {
+		return m, false
+	}
+	if v == 1 {
+		return m, true
+	}
+	for _, f := range fields[1:] {
+		if k, val, ok := strings.Cut(f, "="); ok && k == "tid" {
+			m.TopicID = val
+		}
+	}
+	return m, true
+}
+
+// checkIdentity lists the topics and compares each partition's topic id with
+// the one the drain started with. A partition whose topic vanished or
+// changed id is failed and never committed again by this drain; the others
+// are confirmed up to the read position they had before the listing began.
+// It returns the listing's error, in which case nothing is confirmed.
+func (d *drain) checkIdentity(ctx context.Context) error {
+	marks := make([]int64, len(d.order))
+	for i, ps := range d.order {
+		marks[i] = ps.readMark()
+	}
+	topics, err := d.m.source.Topics(ctx)
+	if err != nil {
+		d.identityMu.Lock()
+		d.identityErr = err
+		d.identityMu.Unlock()
+		return fmt.Errorf("checking topic identity: %w", err)
+	}
+	d.identityMu.Lock()
+	d.identityErr = nil
+	d.identityMu.Unlock()
+	now := make(map[string]Topic, len(topics))
+	for _, t := range topics {
+		now[t.Name] = t
+	}
+	for i, ps := range d.order {
+		t, ok := now[ps.tp.Topic]
+		want := d.ids[ps.tp.Topic]
+		switch {
+		case !ok:
+			ps.recreated(fmt.Errorf("topic %q was deleted during the drain; nothing read past offset %d is committed", ps.tp.Topic, ps.lastVerified()))
+		case want != "" && t.ID != want:
+			ps.recreated(fmt.Errorf("topic %q was deleted and created again during the drain (topic id %s, now %s); nothing read past offset %d is committed, the next drain starts the new topic at its earliest offset",
+				ps.tp.Topic, want, t.ID, ps.lastVerified()))
+		default:
+			ps.confirm(marks[i])
+		}
+	}
+	return nil
+}
+
+// commit commits, in one request, every partition whose commit point
+// advanced past its last commit. A failed commit does not stop later ones:
+// their offsets are at least as high, and the claim keeps commits in order.
+func (d *drain) commit(ctx context.Context) error {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	offsets := make(map[TopicPartition]CommitOffset)
+	for _, ps := range d.order {
+		p := ps.commitPoint()
+		if p <= ps.lastCommitted() || ps.isRecreated() {
+			continue
+		}
+		meta, err := commitMeta{TopicID: d.ids[ps.tp.Topic]}.encode()
+		if err != nil {
+			ps.fail(err)
+			continue
+		}
+		offsets[ps.tp] = CommitOffset{Offset: p, Metadata: meta}
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	if err := d.claim.CommitWithMetadata(ctx, offsets); err != nil {
+		return fmt.Errorf("committing offsets of %d partitions: %w", len(offsets), err)
+	}
+	for tp, off := range offsets {
+		d.states[tp].committedAt(off.Offset)
+	}
+	return nil
+}
+
+// identityNote explains, for the report, why a partition's acknowledged
+// records were not committed: the topic identity check could not run.
+func (d *drain) identityNote(ps *partitionState) string {
+	d.identityMu.Lock()
+	err := d.identityErr
+	d.identityMu.Unlock()
+	if err == nil || !ps.unverified() || ps.isRecreated() {
+		return ""
+	}
+	return fmt.Sprintf("not committed past offset %d: the topic's identity could not be checked (%v); the next drain reads these records again", ps.lastVerified(), err)
+}

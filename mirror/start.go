@@ -1,0 +1,168 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// prepare decides where each partition starts, applying the start-offset and
+// gap policies.
+func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64) error {
+	wms, err := d.m.source.Watermarks(ctx, got)
+	if err != nil {
+		return fmt.Errorf("reading Kafka watermarks: %w", err)
+	}
+	meta := d.claim.AssignedMetadata()
+	d.firstDeployment = d.m.opts.StartOffset == StartLatest && d.isFirstDeployment(ctx, assigned)
+	d.parts = make(map[string]*partitioner)
+	d.fits = make(map[string]*atomic.Int64)
+	for _, tp := range got {
+		hubName := d.m.router.Hub(tp.Topic)
+		hub := d.hubs[hubName]
+		if d.senders[hubName] == nil {
+			d.parts[hubName] = &partitioner{strategy: d.m.opts.Partitioning, n: len(hub.PartitionIDs)}
+			ss := make([]*sender, len(hub.PartitionIDs))
+			for i, id := range hub.PartitionIDs {
+				ss[i] = &sender{d: d, hub: hubName, partitionID: id, in: make(chan *item, senderQueue)}
+			}
+			d.senders[hubName] = ss
+			d.fits[hubName] = new(atomic.Int64)
+		}
+		committed := assigned[tp]
+		wm, ok := wms[tp]
+		if !ok {
+			ps := d.addState(tp, hubName, committed)
+			ps.begin(max(committed, 0), max(committed, 0))
+			ps.fail(fmt.Errorf("no watermarks for %s", tp))
+			continue
+		}
+		cm, _ := parseCommitMeta(meta[tp])
+		now := d.ids[tp.Topic]
+		switch {
+		case committed != NoOffset && cm.TopicID != "" && now == "":
+			// Fail closed: the check that protects this position cannot run.
+			ps := d.addState(tp, hubName, committed)
+			ps.begin(committed, wm.End)
+			ps.fail(fmt.Errorf("the committed offset %d carries topic id %s but the broker now reports no topic ids, so it cannot be checked; partition skipped (reset the group's offset for it to go on)", committed, cm.TopicID))
+			continue
+		case committed != NoOffset && cm.TopicID != "" && cm.TopicID != now:
+			ps := d.addState(tp, hubName, NoOffset)
+			ps.begin(wm.Start, wm.End)
+			ps.note = fmt.Sprintf("committed offset %d belongs to an earlier topic of the same name (topic id %s, now %s: deleted and recreated); mirroring this one from its earliest offset %d", committed, cm.TopicID, now, wm.Start)
+			d.logger.WarnContext(ctx, "topic recreated since the last commit; starting over at the earliest offset",
+				"topic", tp.Topic, "partition", tp.Partition, "stale_committed", committed, "old_topic_id", cm.TopicID, "topic_id", now, "log_start", wm.Start)
+			continue
+		}
+		ps := d.addState(tp, hubName, committed)
+		d.begin(ps, committed, wm)
+	}
+	return nil
+}
+
+// isFirstDeployment reports whether the group has committed nothing on any
+// partition of the mirrored topics: only then does KAFKA_START_OFFSET=latest
+// apply. Partitions and topics that appear later start at their earliest
+// offset. When the group's offsets cannot be read, it answers false
+// (earliest: nothing is lost).
+func (d *drain) isFirstDeployment(ctx context.Context, assigned map[TopicPartition]int64) bool {
+	for _, off := range assigned {
+		if off != NoOffset {
+			return false
+		}
+	}
+	var all []TopicPartition
+	for _, t := range d.topics {
+		for p := range t.Partitions {
+			all = append(all, TopicPartition{Topic: t.Name, Partition: int32(p)})
+		}
+	}
+	committed, err := d.m.source.Committed(ctx, all)
+	if err != nil {
+		d.logger.WarnContext(ctx, "cannot tell whether the group committed before; new partitions start at their earliest offset", "err", err)
+		return false
+	}
+	for _, off := range committed {
+		if off != NoOffset {
+			return false
+		}
+	}
+	return true
+}
+
+// addState creates the state of one partition of the drain.
+func (d *drain) addState(tp TopicPartition, hub string, committed int64) *partitionState {
+	ps := newPartitionState(tp, hub, committed)
+	d.states[tp] = ps
+	d.order = append(d.order, ps)
+	return ps
+}
+
+// begin applies the start-offset and gap policies to one partition.
+func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
+	policy := d.m.opts.GapPolicy
+	switch {
+	case committed == NoOffset && d.firstDeployment:
+		ps.begin(wm.End, wm.End)
+	case committed == NoOffset:
+		ps.begin(wm.Start, wm.End)
+	case committed < wm.Start:
+		gap := wm.Start - committed
+		ps.gap = gap
+		if policy == GapFail {
+			ps.begin(committed, wm.End)
+			ps.lagBefore = wm.End - committed
+			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", gap, committed, wm.Start-1))
+			return
+		}
+		d.logger.WarnContext(context.Background(), "records lost to retention before they were mirrored; resuming at the earliest record",
+			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "gap", gap, "committed", committed, "log_start", wm.Start)
+		ps.begin(wm.Start, wm.End)
+	case committed > wm.End:
+		if policy == GapFail {
+			ps.begin(committed, wm.End)
+			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d)", committed, wm.End, wm.Start))
+			return
+		}
+		d.logger.WarnContext(context.Background(), "committed offset beyond the log end; restarting at the earliest record",
+			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "committed", committed, "log_start", wm.Start, "log_end", wm.End)
+		ps.begin(wm.Start, wm.End)
+		// The stale offset is replaced by the first commit of this drain.
+		ps.resetCommitted()
+		ps.note = fmt.Sprintf("committed offset %d was beyond the log end %d; restarted at the earliest offset %d (MIRROR_GAP_POLICY=resume-earliest)", committed, wm.End, wm.Start)
+	default:
+		ps.begin(committed, wm.End)
+	}
+}
+
+// outOfRange handles a fetch outside the log, which happens when retention
+// removes records while the drain reads them. It returns the offset to go on
+// from, or -1 to stop the partition.
+func (d *drain) outOfRange(ctx context.Context, ps *partitionState, offset int64) int64 {
+	wms, err := d.m.source.Watermarks(ctx, []TopicPartition{ps.tp})
+	wm, ok := wms[ps.tp]
+	if err != nil || !ok {
+		ps.fail(fmt.Errorf("offset %d out of range and watermarks unavailable: %v", offset, err))
+		return -1
+	}
+	ps.setEnd(wm.End)
+	if offset >= wm.Start && offset <= wm.End {
+		return offset // transient; try again
+	}
+	if offset > wm.End || d.m.opts.GapPolicy == GapFail {
+		if offset < wm.Start {
+			ps.mu.Lock()
+			ps.gap += wm.Start - offset
+			ps.mu.Unlock()
+			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced past them", wm.Start-offset, offset, wm.Start-1))
+		} else {
+			ps.fail(fmt.Errorf("offset %d is beyond the log end %d (topic recreated or truncated)", offset, wm.End))
+		}
+		return -1
+	}
+	ps.mu.Lock()
+	ps.gap += wm.Start - offset
+	ps.mu.Unlock()
+	ps.advance(wm.Start)
+	return wm.Start
+}
