@@ -239,49 +239,23 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// stop later ones; the claim keeps commits in order (a later one is not
 	// sent while an earlier request may still land), so none can move the
 	// offset backwards.
-	committerDone := make(chan struct{})
 	stopCommitter := make(chan struct{})
-	go func() {
-		defer close(committerDone)
-		t := time.NewTicker(d.m.opts.CommitInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopCommitter:
-				return
-			case <-workCtx.Done():
-				return
-			case <-t.C:
-				commitCtx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), commitTimeout)
-				if err := d.commit(commitCtx); err != nil {
-					d.logger.WarnContext(ctx, "periodic commit failed", "err", err)
-				}
-				cancel()
-			}
+	committerDone := d.every(workCtx, stopCommitter, func() {
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), commitTimeout)
+		defer cancel()
+		if err := d.commit(commitCtx); err != nil {
+			d.logger.WarnContext(ctx, "periodic commit failed", "err", err)
 		}
-	}()
+	})
 
 	// The identity watcher lists the topics every CommitInterval and
 	// confirms that each still has the id it had at the start; only records
 	// read before a confirmation are committed.
-	watcherDone := make(chan struct{})
-	go func() {
-		defer close(watcherDone)
-		t := time.NewTicker(d.m.opts.CommitInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopCommitter:
-				return
-			case <-workCtx.Done():
-				return
-			case <-t.C:
-				if err := d.checkIdentity(workCtx); err != nil && workCtx.Err() == nil {
-					d.logger.WarnContext(ctx, "topic identity check failed; commits wait for the next one", "err", err)
-				}
-			}
+	watcherDone := d.every(workCtx, stopCommitter, func() {
+		if err := d.checkIdentity(workCtx); err != nil && workCtx.Err() == nil {
+			d.logger.WarnContext(ctx, "topic identity check failed; commits wait for the next one", "err", err)
 		}
-	}()
+	})
 
 	followCtx, cancelFollow := d.followContext(readCtx)
 	defer cancelFollow()
@@ -518,4 +492,26 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// every runs fn every CommitInterval in a goroutine until stop closes or
+// ctx ends; the returned channel closes when the goroutine has returned.
+func (d *drain) every(ctx context.Context, stop <-chan struct{}, fn func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.m.opts.CommitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return done
 }
