@@ -56,6 +56,9 @@ type ChildSpec struct {
 	// CPUProfile, when set, is where the child writes a CPU profile of the
 	// measured interval.
 	CPUProfile string `json:"cpu_profile,omitempty"`
+	// CAFile, when set, is a PEM CA the child trusts (SSL_CERT_FILE) and
+	// makes the child speak TLS to Kafka.
+	CAFile string `json:"ca_file,omitempty"`
 	// Timeout bounds the measured work.
 	Timeout time.Duration `json:"timeout_ns"`
 }
@@ -224,6 +227,9 @@ func (s spawner) run(ctx context.Context, spec ChildSpec, onStart, onEnd func())
 	}
 	cmd := exec.CommandContext(ctx, s.self[0], s.self[1:]...)
 	cmd.Env = append(os.Environ(), childEnv+"="+string(data))
+	if spec.CAFile != "" {
+		cmd.Env = append(cmd.Env, "SSL_CERT_FILE="+spec.CAFile)
+	}
 	var tail tailBuffer
 	cmd.Stderr = io.MultiWriter(s.stderr, &tail)
 	out, err := cmd.StdoutPipe()

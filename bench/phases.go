@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,7 +36,12 @@ func allPartitions() []mirror.TopicPartition {
 }
 
 func newSource(spec ChildSpec, group string, logger *slog.Logger) (*kafka.Source, error) {
-	src, err := kafka.NewSource(kafka.Options{Brokers: spec.Brokers, Group: group, Logger: logger})
+	opts := kafka.Options{Brokers: spec.Brokers, Group: group, Logger: logger}
+	if spec.CAFile != "" {
+		// The CA is in SSL_CERT_FILE, which the system roots read.
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	src, err := kafka.NewSource(opts)
 	if err != nil {
 		return nil, fmt.Errorf("kafka source: %w", err)
 	}

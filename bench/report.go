@@ -21,6 +21,12 @@ const (
 	// backlog to the full one (several times larger): memory follows the
 	// drain's byte bound, not the backlog.
 	TargetRSSGrowth = 1.5
+	// TargetFarFraction: 1 KiB records with Kafka 20 or 50 ms away and
+	// Event Hubs 20 ms away, as a fraction of the loopback throughput
+	// (issue 16).
+	TargetFarFraction = 0.8
+	// TargetFollowP99Ms: p99 replication latency with follow mode on.
+	TargetFollowP99Ms = 1000.0
 )
 
 // JSON returns the objects of .bench/latest.json: one per case, then
@@ -73,6 +79,41 @@ func (r *Results) JSON() []map[string]any {
 			rss = append(rss, map[string]any{"case": c.Shape.Name, "backlog_records": c.Calibration.Records, "backlog_mb": mb(c.Calibration.Bytes), "peak_rss_mb": mb(c.Calibration.PeakRSS)})
 		}
 		rss = append(rss, map[string]any{"case": c.Shape.Name, "backlog_records": c.Records, "backlog_mb": mb(c.BacklogBytes), "peak_rss_mb": mb(c.Mirror.PeakRSS)})
+	}
+	for _, cc := range r.Conditions {
+		for i, v := range cc.Variants {
+			out = append(out, map[string]any{
+				"case":                       cc.Name + "/" + v.Variant.Name,
+				"record_bytes":               cc.Shape.Size,
+				"keyed":                      cc.Shape.Keyed,
+				"records":                    cc.Records,
+				"kafka_rtt_ms":               v.Variant.KafkaRTT.Milliseconds(),
+				"eventhubs_rtt_ms":           v.Variant.EventHubsRTT.Milliseconds(),
+				"tls":                        v.Variant.TLS,
+				"seconds":                    round2(v.Mirror.Seconds),
+				"mb_per_s":                   round2(v.Mirror.MBPerSecond()),
+				"rounds_mb_per_s":            roundsMBps(v.Rounds),
+				"fraction_of_baseline":       round2(cc.Fraction(i)),
+				"baseline":                   cc.Variants[0].Variant.Name,
+				"cpu_s_per_1k_records":       round4(v.Mirror.CPUPer1k()),
+				"infra_cpu_s_per_1k_records": round4(v.Mirror.InfraCPUPer1k()),
+				"peak_rss_mb":                mb(v.Mirror.PeakRSS),
+				"mirror_io":                  v.Mirror.Counters,
+			})
+		}
+	}
+	for _, l := range r.Latency {
+		name := "latency-follow-off"
+		if l.Follow {
+			name = "latency-follow-on"
+		}
+		out = append(out, map[string]any{
+			"case": name, "follow": l.Follow, "schedule": l.Schedule, "rate_records_per_s": l.Rate, "record_bytes": l.Size, "keyed": true,
+			"produce_seconds": l.Seconds, "produced": l.Produced, "mirrored": l.Mirrored,
+			"latency_p50_ms": l.P50Ms, "latency_p99_ms": l.P99Ms, "latency_max_ms": l.MaxMs,
+			"invocation_seconds": l.Invocations,
+			"what":               "per event: Event Hubs enqueued time − Kafka record timestamp; the real handler under funchost with the schedule",
+		})
 	}
 	out = append(out,
 		map[string]any{"case": "idle_drain_ms", "idle_drain_ms": round2(median(r.IdleDrainsMs)), "samples_ms": r.IdleDrainsMs,
@@ -156,6 +197,24 @@ func (r *Results) PrintTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	if len(r.Conditions) > 0 {
+		fmt.Fprintf(&b, "\nnetwork conditions (1 KiB keyless, 20 partitions; fraction = MB/s ÷ the first row's):\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "case\tvariant\tKafka RTT ms\tEH RTT ms\tTLS\tMB/s\tfraction\tCPU client\tCPU infra\t")
+		for _, cc := range r.Conditions {
+			for i, v := range cc.Variants {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%t\t%.1f\t%.2f\t%.4f\t%.4f\t\n", cc.Name, v.Variant.Name, v.Variant.KafkaRTT.Milliseconds(), v.Variant.EventHubsRTT.Milliseconds(),
+					v.Variant.TLS, v.Mirror.MBPerSecond(), cc.Fraction(i), v.Mirror.CPUPer1k(), v.Mirror.InfraCPUPer1k())
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	for _, l := range r.Latency {
+		fmt.Fprintf(&b, "\nlatency, follow %t, %d records/s of %d B keyed for %.0f s, schedule %q: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d of %d records; invocations %v s)\n",
+			l.Follow, l.Rate, l.Size, l.Seconds, l.Schedule, l.P50Ms, l.P99Ms, l.MaxMs, l.Mirrored, l.Produced, l.Invocations)
+	}
 	fmt.Fprintf(&b, "\nidle drain (warm process): median %.1f ms of %d %v\n", median(r.IdleDrainsMs), len(r.IdleDrainsMs), r.IdleDrainsMs)
 	fmt.Fprintf(&b, "handler start-to-ready: median %.1f ms of %d %v\n\n", median(r.StartToReadyMs), len(r.StartToReadyMs), r.StartToReadyMs)
 	for _, t := range r.Targets() {
@@ -222,6 +281,26 @@ func (r *Results) Targets() []Target {
 		}
 		check(float64(large) <= TargetRSSGrowth*float64(small), "%s: peak RSS %.0f MB at a %.0f MB backlog vs %.0f MB at %.0f MB (backlog ×%.1f, RSS ×%.2f; target RSS ×≤ %.2f)",
 			c.Shape.Name, mb(large), mb(c.BacklogBytes), mb(small), mb(c.Probe.Bytes), grew, ratio(float64(large), float64(small)), TargetRSSGrowth)
+	}
+	for _, cc := range r.Conditions {
+		for i, v := range cc.Variants {
+			if v.Variant.KafkaRTT == 0 && v.Variant.EventHubsRTT == 0 {
+				if v.Variant.TLS {
+					out = append(out, Target{"n/a", fmt.Sprintf("%s: TLS on both sides: %.1f vs %.1f MB/s plain (× %.2f); client CPU %.4f vs %.4f s/1k records (× %.2f), infra CPU × %.2f",
+						cc.Name, v.Mirror.MBPerSecond(), cc.Variants[0].Mirror.MBPerSecond(), cc.Fraction(i), v.Mirror.CPUPer1k(), cc.Variants[0].Mirror.CPUPer1k(),
+						ratio(v.Mirror.CPUPer1k(), cc.Variants[0].Mirror.CPUPer1k()), ratio(v.Mirror.InfraCPUPer1k(), cc.Variants[0].Mirror.InfraCPUPer1k()))})
+				}
+				continue
+			}
+			check(cc.Fraction(i) >= TargetFarFraction, "%s %s: %.1f MB/s = %.2f of loopback (target ≥ %.1f)", cc.Name, v.Variant.Name, v.Mirror.MBPerSecond(), cc.Fraction(i), TargetFarFraction)
+		}
+	}
+	for _, l := range r.Latency {
+		if !l.Follow {
+			out = append(out, Target{"n/a", fmt.Sprintf("latency with follow mode off: p99 %.0f ms (bounded by the schedule)", l.P99Ms)})
+			continue
+		}
+		check(l.P99Ms < TargetFollowP99Ms, "latency with follow mode on: p99 %.0f ms (target < %.0f ms)", l.P99Ms, TargetFollowP99Ms)
 	}
 	if len(r.IdleDrainsMs) > 0 {
 		check(median(r.IdleDrainsMs) < TargetIdleDrainMs, "idle drain: median %.1f ms (target < %.0f ms)", median(r.IdleDrainsMs), TargetIdleDrainMs)

@@ -58,6 +58,11 @@ type Config struct {
 	// Profile names the cases whose mirror phase is CPU-profiled: the child
 	// (engine and clients) and this process (kfake and the emulator).
 	Profile []string
+	// Far runs the far-Kafka case (FarVariants); TLS the TLS case
+	// (TLSVariants).
+	Far, TLS bool
+	// Latency, when non-nil, runs the steady-load latency case.
+	Latency *LatencyConfig
 	// Logger receives progress. Default: text on stderr.
 	Logger *slog.Logger
 	// ChildStderr receives the children's diagnostics. Default os.Stderr.
@@ -65,7 +70,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if len(c.Shapes) == 0 {
+	if c.Shapes == nil { // an empty, non-nil list runs only the extra cases
 		c.Shapes = DefaultShapes()
 	}
 	if c.Seconds <= 0 {
@@ -220,6 +225,10 @@ type Results struct {
 	Cases         []CaseResult `json:"cases"`
 	InFlightBytes int64        `json:"inflight_bytes"`
 	FetchBytes    int          `json:"fetch_bytes"`
+	// Conditions are the far-Kafka and TLS cases.
+	Conditions []ConditionCase `json:"conditions,omitempty"`
+	// Latency are the steady-load latency runs (follow mode off and on).
+	Latency []LatencyResult `json:"latency,omitempty"`
 	// IdleDrainsMs are every case's idle drains, in milliseconds.
 	IdleDrainsMs []float64 `json:"idle_drains_ms"`
 	// StartToReadyMs are the handler's start-to-ready samples.
@@ -256,6 +265,28 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 		res.Cases = append(res.Cases, cr)
 		res.IdleDrainsMs = append(res.IdleDrainsMs, cr.IdleDrainsMs...)
+	}
+	for _, c := range []struct {
+		on       bool
+		name     string
+		variants []Variant
+	}{{cfg.Far, "1KiB-far", FarVariants()}, {cfg.TLS, "1KiB-tls", TLSVariants()}} {
+		if !c.on {
+			continue
+		}
+		cfg.Logger.Info("case " + c.name)
+		cc, err := runConditionCase(ctx, cfg, sp, c.name, c.variants, res.InFlightBytes)
+		if err != nil {
+			return res, err
+		}
+		res.Conditions = append(res.Conditions, cc)
+	}
+	if cfg.Latency != nil {
+		lr, err := runLatency(ctx, cfg, *cfg.Latency)
+		res.Latency = append(res.Latency, lr...)
+		if err != nil {
+			return res, err
+		}
 	}
 	if cfg.StartSamples > 0 {
 		if res.StartToReadyMs, err = measureStartToReady(ctx, cfg); err != nil {

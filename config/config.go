@@ -50,6 +50,9 @@ const (
 	MirrorOversizePolicy  = "MIRROR_OVERSIZE_POLICY"
 	MirrorCatchUpDuration = "MIRROR_CATCHUP_MAX_DURATION"
 	MirrorDeduplicate     = "MIRROR_DEDUPLICATE"
+	// MirrorFollow: a scheduled drain, once caught up, follows its
+	// partitions until shortly before the next tick (issue 16).
+	MirrorFollow = "MIRROR_FOLLOW"
 )
 
 // Defaults of the settings that have one.
@@ -134,6 +137,8 @@ type Settings struct {
 	// Deduplicate turns on reconciliation after an unclean end
 	// (MIRROR_DEDUPLICATE, default false: it needs the Listen right).
 	Deduplicate bool
+	// Follow: scheduled drains follow their partitions once caught up.
+	Follow bool
 }
 
 // Load reads and checks every setting through getenv. It returns the
@@ -234,6 +239,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.OversizePolicy = mirror.OversizePolicy(l.choice(MirrorOversizePolicy, "fail", "fail", "skip"))
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
 	s.Deduplicate = l.boolean(MirrorDeduplicate, false)
+	s.Follow = l.boolean(MirrorFollow, true)
 	return s, l.problems
 }
 
@@ -499,6 +505,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorMaxRecords:      strconv.FormatInt(s.Limits.MaxRecords, 10),
 		MirrorMaxBytes:        strconv.FormatInt(s.Limits.MaxBytes, 10),
 		MirrorMaxDuration:     s.Limits.MaxDuration.String(),
+		MirrorFollow:          strconv.FormatBool(s.Follow),
 		MirrorInFlightBytes:   strconv.FormatInt(s.InFlightBytes, 10),
 		MirrorPartitioning:    string(s.Partitioning),
 		MirrorRoutes:          s.RoutesText,

@@ -81,6 +81,7 @@ func TestEveryBadSettingIsReportedInOneLine(t *testing.T) {
 		{MirrorGapPolicy, "ignore", nil},
 		{MirrorOversizePolicy, "truncate", nil},
 		{MirrorCatchUpDuration, "-1m", nil},
+		{MirrorFollow, "sometimes", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.setting+"="+c.value, func(t *testing.T) {
@@ -189,5 +190,18 @@ func TestCheckBudget(t *testing.T) {
 	}
 	if p := s.CheckBudget(0); p != nil {
 		t.Errorf("unbounded functionTimeout: %v", p)
+	}
+}
+
+// Follow mode is on unless MIRROR_FOLLOW turns it off.
+func TestFollowDefault(t *testing.T) {
+	env := valid()
+	s, problems := Load(func(k string) string { return env[k] })
+	if len(problems) > 0 || !s.Follow {
+		t.Fatalf("default: follow %t, problems %v; want true, none", s.Follow, problems)
+	}
+	env[MirrorFollow] = "false"
+	if s, _ = Load(func(k string) string { return env[k] }); s.Follow {
+		t.Fatal("MIRROR_FOLLOW=false left follow mode on")
 	}
 }

@@ -151,7 +151,8 @@ func (a *app) mirrorTimer(c echo.Context) error {
 		run = "timer (past due)"
 	}
 	// The service logs the drain (its lines and the msg=drain line).
-	rep, err := a.service.Drain(c.Request().Context(), run)
+	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
+	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
 	lines := rep.Lines()
 	status := http.StatusOK
 	if err != nil || rep.Failed() {

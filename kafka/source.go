@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sort"
@@ -168,7 +169,7 @@ func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
-		return nil, fmt.Errorf("kafka: list topics: %w", explainTLSAlert(err))
+		return nil, fmt.Errorf("kafka: list topics: %w", explainTLSAlert(s.diagnose(ctx, err)))
 	}
 	type tpKey struct {
 		topic string
@@ -216,6 +217,34 @@ func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
 		s.refreshMetadata(time.Now())
 	}
 	return out, nil
+}
+
+// diagnose explains a request that failed with a bare end of stream:
+// kafka-go's Transport reports a broker's refusal during its connection
+// set-up (a failed SASL authentication, a TLS handshake the broker ended) as
+// "unexpected EOF". It dials a bootstrap broker with the same TLS and SASL
+// settings and, when that handshake fails, adds its error, which names the
+// cause. Other errors are returned as they are.
+func (s *Source) diagnose(ctx context.Context, err error) error {
+	if ctx.Err() != nil || !(errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
+		return err
+	}
+	d := &kafkago.Dialer{ClientID: s.opts.ClientID, Timeout: s.opts.DialTimeout, TLS: s.opts.TLS, SASLMechanism: s.mech}
+	var first error
+	for _, b := range s.opts.Brokers {
+		c, derr := d.DialContext(ctx, "tcp", b)
+		if derr == nil {
+			_ = c.Close()
+			return err // the broker accepts this client: the cause is elsewhere
+		}
+		if first == nil {
+			first = fmt.Errorf("connecting to %s: %w", b, derr)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("%w (%w)", err, first)
 }
 
 // explainTLSAlert adds what a broker's TLS alert about the client's

@@ -242,50 +242,26 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// stop later ones; the claim keeps commits in order (a later one is not
 	// sent while an earlier request may still land), so none can move the
 	// offset backwards.
-	committerDone := make(chan struct{})
 	stopCommitter := make(chan struct{})
-	go func() {
-		defer close(committerDone)
-		t := time.NewTicker(d.m.opts.CommitInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopCommitter:
-				return
-			case <-workCtx.Done():
-				return
-			case <-t.C:
-				commitCtx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), commitTimeout)
-				if err := d.commit(commitCtx); err != nil {
-					d.logger.WarnContext(ctx, "periodic commit failed", "err", err)
-				}
-				cancel()
-			}
+	committerDone := d.every(workCtx, stopCommitter, func() {
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), commitTimeout)
+		defer cancel()
+		if err := d.commit(commitCtx); err != nil {
+			d.logger.WarnContext(ctx, "periodic commit failed", "err", err)
 		}
-	}()
+	})
 
 	// The identity watcher lists the topics every CommitInterval and
 	// confirms that each still has the id it had at the start; only records
 	// read before a confirmation are committed.
-	watcherDone := make(chan struct{})
-	go func() {
-		defer close(watcherDone)
-		t := time.NewTicker(d.m.opts.CommitInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopCommitter:
-				return
-			case <-workCtx.Done():
-				return
-			case <-t.C:
-				if err := d.checkIdentity(workCtx); err != nil && workCtx.Err() == nil {
-					d.logger.WarnContext(ctx, "topic identity check failed; commits wait for the next one", "err", err)
-				}
-			}
+	watcherDone := d.every(workCtx, stopCommitter, func() {
+		if err := d.checkIdentity(workCtx); err != nil && workCtx.Err() == nil {
+			d.logger.WarnContext(ctx, "topic identity check failed; commits wait for the next one", "err", err)
 		}
-	}()
+	})
 
+	followCtx, cancelFollow := d.followContext(readCtx)
+	defer cancelFollow()
 	var readers sync.WaitGroup
 	for _, ps := range d.order {
 		if ps.isFailed() {
@@ -294,7 +270,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			d.read(readCtx, ps)
+			d.read(followCtx, ps)
 		}()
 	}
 	readers.Wait()
@@ -314,6 +290,8 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 			d.stop(StopCanceled)
 		case workCtx.Err() != nil:
 			d.stop(StopMaxDuration)
+		case d.followEnded(ctx, workCtx):
+			d.stop(StopFollowed)
 		default:
 			d.stop(StopCaughtUp)
 		}
@@ -342,11 +320,13 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	end := ps.end
 	ps.mu.Unlock()
 	backoff := d.m.opts.RetryBackoff
+	pf := &prefetcher{d: d, tp: ps.tp}
+	defer pf.stop()
 	for offset >= 0 && !ps.halted() && ctx.Err() == nil {
-		if offset >= end {
+		if offset >= end && !d.keepFollowing(ctx) {
 			return // caught up
 		}
-		f, err := d.m.source.Fetch(ctx, ps.tp, offset, d.m.opts.FetchBytes)
+		f, err := pf.fetch(ctx, offset)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -367,6 +347,9 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		backoff = d.m.opts.RetryBackoff
 		end = f.Watermarks.End
 		ps.setEnd(end)
+		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
+			pf.start(ctx, f.Next)
+		}
 		for i := range f.Records {
 			r := &f.Records[i]
 			if !d.handOver(ctx, ps, r) {
@@ -376,7 +359,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		ps.advance(f.Next)
 		if f.Next > offset {
 			offset = f.Next
-		} else if len(f.Records) == 0 {
+		} else if len(f.Records) == 0 && !d.keepFollowing(ctx) {
 			// Nothing returned and no progress: the partition is at its
 			// stable end for now.
 			return
@@ -491,7 +474,7 @@ func (d *drain) report(ctx context.Context) {
 		d.rep.LagAfter += pr.LagAfter
 		d.rep.Partitions = append(d.rep.Partitions, pr)
 	}
-	if d.rep.Stopped == StopCaughtUp && !caughtUp {
+	if (d.rep.Stopped == StopCaughtUp || d.rep.Stopped == StopFollowed) && !caughtUp {
 		// Readers ended at the end they saw, but failed partitions or new
 		// records left lag behind.
 		if d.rep.Failed() {
@@ -520,4 +503,26 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// every runs fn every CommitInterval in a goroutine until stop closes or
+// ctx ends; the returned channel closes when the goroutine has returned.
+func (d *drain) every(ctx context.Context, stop <-chan struct{}, fn func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.m.opts.CommitInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return done
 }

@@ -137,4 +137,9 @@ type Limits struct {
 	MaxDuration time.Duration
 	// Topics, when set, narrows the mirrored topics for this drain.
 	Topics *TopicFilter
+	// FollowUntil, when set, makes the drain follow its partitions once
+	// caught up (long-poll fetches, batches sent when full or after
+	// FollowLinger) until this time or MaxDuration, then commit and
+	// return. Zero: return as soon as caught up.
+	FollowUntil time.Time
 }

@@ -365,13 +365,16 @@ func (d *drain) committedMeta(ps *partitionState, clean bool) {
 }
 
 // intentCommit commits, before anything is sent, each partition that has
-// records to read at its start offset with this drain's floors, so that a
+// records to read (every partition when the drain follows) at its start
+// offset with this drain's floors, so that a
 // drain killed before its first commit is reconciled by the next one.
 func (d *drain) intentCommit(ctx context.Context, problem func(string)) {
 	offsets := make(map[TopicPartition]CommitOffset)
 	for _, ps := range d.order {
 		ps.mu.Lock()
-		active := !ps.failed && ps.start < ps.end
+		// A following drain may send on any partition, even one caught
+		// up now.
+		active := !ps.failed && (ps.start < ps.end || d.following())
 		start := ps.start
 		ps.mu.Unlock()
 		if !active {

@@ -152,7 +152,9 @@ func (r *Report) Failed() bool {
 }
 
 // CaughtUp reports whether the drain left no lag on the partitions it owned.
-func (r *Report) CaughtUp() bool { return r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo }
+func (r *Report) CaughtUp() bool {
+	return r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo || r.Stopped == StopFollowed
+}
 
 // Summary is the report in one line.
 func (r *Report) Summary() string {

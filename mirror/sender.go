@@ -4,7 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
+
+// senderQueue is the capacity of a sender's queue. A sender sends what is
+// queued when its previous send returns, so the queue also bounds a batch
+// (about 1,000 events). A queue of 8,192 filled 1 MB batches of 100-byte
+// records but, with 20 senders, held far more events than the in-flight
+// bound accounts for (its per-event estimate is low for small records): in
+// the benchmark RSS doubled to 810 MB and throughput fell by a quarter.
+const senderQueue = 1024
 
 // item is one record's event on its way to Event Hubs.
 type item struct {
@@ -53,28 +62,27 @@ func (s *sender) run(ctx context.Context) {
 		if s.add(batch, first) {
 			items = append(items, first)
 		}
-	fill:
+		var lingerUntil time.Time // zero: send what is queued now
+		if l := s.linger(); l > 0 {
+			lingerUntil = time.Now().Add(l)
+		}
 		for {
-			select {
-			case it, ok := <-s.in:
-				if !ok {
-					break fill
-				}
-				if s.skipping(it) {
-					continue
-				}
-				if err := batch.Add(&it.event); err != nil {
-					if errors.Is(err, ErrBatchFull) {
-						carry = it
-						break fill
-					}
-					s.oversized(it, err)
-					continue
-				}
-				items = append(items, it)
-			default:
-				break fill
+			it, ok := s.next(lingerUntil)
+			if !ok || it == nil {
+				break
 			}
+			if s.skipping(it) {
+				continue
+			}
+			if err := batch.Add(&it.event); err != nil {
+				if errors.Is(err, ErrBatchFull) {
+					carry = it
+					break
+				}
+				s.oversized(it, err)
+				continue
+			}
+			items = append(items, it)
 		}
 		if len(items) > 0 {
 			s.send(ctx, batch, items)
@@ -141,10 +149,12 @@ func (s *sender) send(ctx context.Context, batch Batch, items []*item) {
 		s.failItems(fmt.Errorf("event hub %q partition %s: %w", s.hub, s.partitionID, err), items...)
 		return
 	}
+	var weight int64
 	for _, it := range items {
 		it.ps.ack(it.offset, it.size)
-		s.d.inflight.Release(it.weight)
+		weight += it.weight
 	}
+	s.d.inflight.Release(weight)
 }
 
 // failItems fails the partitions of items, which are then not acknowledged.

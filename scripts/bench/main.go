@@ -15,8 +15,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ehmirror/ehmirror/bench"
 )
@@ -47,7 +49,13 @@ func run() error {
 	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send and mirror per case; the fastest counts (default 2, quick 1)")
 	flag.Int64Var(&cfg.Records, "records", 0, "records per case (0: size each case for -seconds of mirroring)")
 	flag.Float64Var(&cfg.Seconds, "seconds", 10, "target seconds of each case's mirror drain when -records is 0")
-	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed)")
+	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency)")
+	var lc bench.LatencyConfig
+	var follow string
+	flag.IntVar(&lc.Rate, "latency-rate", 20000, "latency case: records per second (1 KiB, keyed)")
+	flag.DurationVar(&lc.Duration, "latency-duration", 60*time.Second, "latency case: how long the producer writes")
+	flag.StringVar(&lc.Schedule, "latency-schedule", "", "latency case: MIRROR_SCHEDULE (default the project's, every minute)")
+	flag.StringVar(&follow, "latency-follow", "false,true", "latency case: MIRROR_FOLLOW values to run, in order")
 	flag.StringVar(&profile, "profile", "", "comma-separated case names whose mirror phase is CPU-profiled (read, send and mirror phases, child and infra) into .bench/cpu-CASE-PHASE[-infra].pprof")
 	flag.IntVar(&cfg.IdleDrains, "idle", 0, "idle drains timed per case (default 5, quick 2; -1 none)")
 	flag.IntVar(&cfg.StartSamples, "starts", 0, "handler start-to-ready samples (default 7, quick 3; -1 none)")
@@ -59,17 +67,40 @@ func run() error {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
 
-	if cases != "" {
+	for v := range strings.SplitSeq(follow, ",") {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("-latency-follow: %q is not true or false", v)
+		}
+		lc.Follow = append(lc.Follow, b)
+	}
+	if cases == "" {
+		cfg.Far, cfg.TLS, cfg.Latency = true, true, &lc
+	} else {
 		all := map[string]bench.Shape{}
 		for _, s := range bench.DefaultShapes() {
 			all[s.Name] = s
 		}
 		for name := range strings.SplitSeq(cases, ",") {
-			s, ok := all[strings.TrimSpace(name)]
+			switch name = strings.TrimSpace(name); name {
+			case "1KiB-far":
+				cfg.Far = true
+				continue
+			case "1KiB-tls":
+				cfg.TLS = true
+				continue
+			case "latency":
+				cfg.Latency = &lc
+				continue
+			}
+			s, ok := all[name]
 			if !ok {
 				return fmt.Errorf("-cases: unknown case %q", name)
 			}
 			cfg.Shapes = append(cfg.Shapes, s)
+		}
+		if len(cfg.Shapes) == 0 {
+			cfg.Shapes = []bench.Shape{} // only the extra cases
 		}
 	}
 	if profile != "" {
@@ -78,7 +109,7 @@ func run() error {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	res, err := bench.Run(ctx, cfg)
-	if res != nil && len(res.Cases) > 0 {
+	if res != nil && (len(res.Cases) > 0 || len(res.Conditions) > 0 || len(res.Latency) > 0) {
 		if perr := res.PrintTable(os.Stdout); perr != nil {
 			err = errors.Join(err, perr)
 		}

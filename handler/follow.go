@@ -1,0 +1,44 @@
+package main
+
+import (
+	"time"
+
+	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/functions/ncrontab"
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// Follow mode (MIRROR_FOLLOW): how a scheduled drain's follow window ends.
+const (
+	// followMargin is left between the end of following and the next
+	// tick, for the final commit and the response, so the next drain
+	// starts on time.
+	followMargin = 500 * time.Millisecond
+	// minFollowWindow: shorter windows are not worth following.
+	minFollowWindow = time.Second
+	// scheduledWithin: an invocation whose schedule occurrence (the
+	// monitor's Next) is this close to now was fired by the schedule.
+	scheduledWithin = time.Minute
+)
+
+// followUntil returns when the drain of a MirrorTimer invocation stops
+// following, or the zero time for a drain that returns once caught up. Only
+// invocations fired by the schedule follow: manual and past-due runs, and
+// invocations without a schedule status (useMonitor false), drain and
+// return. The window ends followMargin before the schedule's next
+// occurrence (in UTC; the drain's MIRROR_MAX_DURATION bounds it anyway).
+func followUntil(follow bool, schedule string, timer functions.Timer, now time.Time) time.Time {
+	st := timer.ScheduleStatus
+	if !follow || st == nil || timer.IsPastDue {
+		return time.Time{}
+	}
+	since := now.Sub(st.Next)
+	if since < -time.Second || since > scheduledWithin {
+		return time.Time{}
+	}
+	sched, err := ncrontab.Parse(schedule)
+	if err != nil {
+		return time.Time{}
+	}
+	return mirror.FollowUntil(now, sched.Next(now.UTC()), followMargin, minFollowWindow)
+}

@@ -1,0 +1,94 @@
+package mirror
+
+import (
+	"context"
+	"time"
+)
+
+// StopFollowed: the drain caught up, then followed its partitions until
+// the end of its follow window (Limits.FollowUntil).
+const StopFollowed = "followed"
+
+// FollowLinger is how long, in a following drain, a sender waits for more
+// events before it sends a batch that is not full: at a steady trickle it
+// sends one batch per linger instead of one per record, for at most this
+// much added latency.
+const FollowLinger = 5 * time.Millisecond
+
+// following reports whether the drain follows its partitions once caught
+// up.
+func (d *drain) following() bool { return !d.lim.FollowUntil.IsZero() }
+
+// followContext is the readers' context: readCtx, ending at FollowUntil
+// when the drain follows.
+func (d *drain) followContext(readCtx context.Context) (context.Context, context.CancelFunc) {
+	if !d.following() {
+		return context.WithCancel(readCtx)
+	}
+	return context.WithDeadline(readCtx, d.lim.FollowUntil)
+}
+
+// keepFollowing reports whether a reader that is caught up goes on
+// fetching (long polls that return as soon as records arrive) rather than
+// ending.
+func (d *drain) keepFollowing(ctx context.Context) bool {
+	return d.following() && ctx.Err() == nil && !d.isStopped()
+}
+
+// followEnded reports whether the readers ended because the follow window
+// ended (and not the drain's own deadline or its caller).
+func (d *drain) followEnded(ctx, workCtx context.Context) bool {
+	return d.following() && ctx.Err() == nil && workCtx.Err() == nil && !time.Now().Before(d.lim.FollowUntil)
+}
+
+// linger is how long a sender waits for more events before it sends a
+// batch that is not full.
+func (s *sender) linger() time.Duration {
+	if s.d.following() {
+		return FollowLinger
+	}
+	return 0
+}
+
+// next returns the next queued item. When none is queued it waits until
+// deadline (not at all for a zero deadline). ok is false when the queue is
+// closed; it is nil when the wait ended.
+func (s *sender) next(deadline time.Time) (it *item, ok bool) {
+	select {
+	case it, ok = <-s.in:
+		return it, ok
+	default:
+	}
+	wait := time.Until(deadline)
+	if deadline.IsZero() || wait <= 0 {
+		return nil, true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case it, ok = <-s.in:
+		return it, ok
+	case <-t.C:
+		return nil, true
+	}
+}
+
+// FollowUntil returns when a timer-triggered drain that follows should stop
+// following: margin before the schedule's next occurrence after now, or
+// the zero time when that leaves less than minWindow to follow.
+func FollowUntil(now, nextTick time.Time, margin, minWindow time.Duration) time.Time {
+	until := nextTick.Add(-margin)
+	if until.Sub(now) < minWindow {
+		return time.Time{}
+	}
+	return until
+}
+
+// DrainFollowing runs one drain within the service's limits that, once
+// caught up, follows its partitions until until (see Limits.FollowUntil),
+// and keeps its report. A zero until is Drain.
+func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Time) (*Report, error) {
+	lim := s.limits
+	lim.FollowUntil = until
+	return s.drain(ctx, run, TriggerTimer, lim)
+}
