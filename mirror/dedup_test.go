@@ -379,3 +379,39 @@ func TestDedupUnreadHubPartitionIsSentAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupFollowingDrain: a drain that follows its partitions sends
+// records that arrived after it started, on partitions that were caught up
+// when it began, and its commits are cut. The next drain finds them all.
+func TestDedupFollowingDrain(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test3"
+	gate := newCommitGate(e)
+	opts := mirror.Options{Deduplicate: true, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test3$`)}}
+	e.produceKeyed(topic, 4, 5, "a")
+	m := e.newMirror(opts)
+	if rep := e.drain(m, mirror.Limits{}); rep.Records != 20 {
+		t.Fatalf("first drain: %v", rep.Lines())
+	}
+	gate.cut()
+	done := make(chan *mirror.Report)
+	go func() {
+		rep, err := m.Drain(context.Background(), "follow", mirror.Limits{MaxDuration: 30 * time.Second, FollowUntil: time.Now().Add(2 * time.Second)})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
+	time.Sleep(500 * time.Millisecond)
+	e.produceKeyed(topic, 4, 10, "b") // offsets 5..14 of each partition
+	rep2 := <-done
+	if rep2.Records != 40 {
+		t.Fatalf("following drain sent %d, want 40: %v", rep2.Records, rep2.Lines())
+	}
+	gate.open()
+	rep3 := e.drain(e.newMirror(opts), mirror.Limits{})
+	if rep3.Records != 0 || alreadyMirrored(rep3) != 40 {
+		t.Fatalf("drain after the following one sent %d, found %d; want 0 and 40: %v", rep3.Records, alreadyMirrored(rep3), rep3.Lines())
+	}
+	exactlyOnce(t, e, topic, map[string]int64{topic: 15})
+}
