@@ -481,6 +481,7 @@ func (d *drain) report(ctx context.Context) {
 			d.rep.Stopped = StopFailed
 		}
 	}
+	d.dedupReport()
 	sortReports(d.rep.Partitions)
 }
 

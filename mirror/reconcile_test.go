@@ -1,6 +1,8 @@
 package mirror
 
 import (
+	"context"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
@@ -86,5 +88,40 @@ func TestSawOnlyExactProvenance(t *testing.T) {
 	}
 	if dd.parts[ps].found != 1 {
 		t.Errorf("found %d", dd.parts[ps].found)
+	}
+}
+
+// TestTooManyHubPartitionsDropsFloors: floors of 400 hub partitions do not
+// fit into Kafka's commit metadata; the commit goes on without them (the
+// partition is at-least-once after an unclean end) and the report says so.
+func TestTooManyHubPartitionsDropsFloors(t *testing.T) {
+	ids := make([]string, 400)
+	floors := make(map[string]int64, 400)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+		floors[ids[i]] = 1 << 40
+	}
+	ps := newPartitionState(TopicPartition{Topic: "t", Partition: 0}, "h", 0)
+	ps.begin(0, 10)
+	d := &drain{
+		m:      &Mirror{opts: Options{Partitioning: PartitionByHash}},
+		hubs:   map[string]Hub{"h": {Name: "h", PartitionIDs: ids}},
+		dd:     &dedup{floors: map[string]map[string]int64{"h": floors}, parts: map[*partitionState]*dedupPart{ps: {presentMax: -1}}},
+		logger: slog.New(slog.DiscardHandler),
+		ids:    map[string]string{"t": "ab"},
+		rep:    &Report{},
+	}
+	meta, clean, err := d.commitMetaFor(context.Background(), ps, 5)
+	if err != nil || clean || strings.Contains(meta, "seq=") || !strings.Contains(meta, "hub=h") {
+		t.Fatalf("meta %q clean %v err %v", meta, clean, err)
+	}
+	d.dedupReport()
+	if !strings.Contains(d.rep.Deduplication, "too many event hub partitions") {
+		t.Fatalf("report: %q", d.rep.Deduplication)
+	}
+	// preserve needs one floor only: it fits.
+	d.m.opts.Partitioning = PartitionPreserve
+	if meta, _, _ := d.commitMetaFor(context.Background(), ps, 5); !strings.Contains(meta, "seq=0:") {
+		t.Fatalf("preserve: %q", meta)
 	}
 }
