@@ -61,6 +61,10 @@ type ChildSpec struct {
 	CAFile string `json:"ca_file,omitempty"`
 	// Timeout bounds the measured work.
 	Timeout time.Duration `json:"timeout_ns"`
+	// Deduplicate runs a mirror phase with MIRROR_DEDUPLICATE on (its
+	// clean-drain cost: floors, the commit before sending, the Listen
+	// check).
+	Deduplicate bool `json:"deduplicate,omitempty"`
 }
 
 // PhaseResult is what a child measured.

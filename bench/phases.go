@@ -249,7 +249,14 @@ func mirrorPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Log
 	}
 	defer func() { _ = sink.Close(context.WithoutCancel(ctx)) }()
 	var cnt counters
-	eng, err := mirror.New(countingSource{Source: src, c: &cnt}, countingSink{Sink: sink, c: &cnt}, engineOptions(logger))
+	opts := engineOptions(logger)
+	var engSink mirror.Sink = countingSink{Sink: sink, c: &cnt}
+	if spec.Deduplicate {
+		// The counter must not hide the sink's reader.
+		opts.Deduplicate = true
+		engSink = readingSink{countingSink: countingSink{Sink: sink, c: &cnt}, HubReader: sink}
+	}
+	eng, err := mirror.New(countingSource{Source: src, c: &cnt}, engSink, opts)
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}

@@ -112,3 +112,10 @@ func (c Counters) describe() string {
 	}
 	return out
 }
+
+// readingSink is a countingSink that keeps the sink's [mirror.HubReader],
+// for a mirror phase with deduplication on.
+type readingSink struct {
+	countingSink
+	mirror.HubReader
+}

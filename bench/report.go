@@ -52,6 +52,8 @@ func (r *Results) JSON() []map[string]any {
 			"limit_mb_per_s":                  round2(limit),
 			"limited_by":                      by,
 			"ratio":                           round2(c.Ratio()),
+			"dedup_mb_per_s":                  round2(c.MirrorDedup.MBPerSecond()),
+			"dedup_vs_off":                    round2(ratio(c.MirrorDedup.MBPerSecond(), c.Mirror.MBPerSecond())),
 			"serial_limit_mb_per_s":           round2(c.SerialLimit()),
 			"ratio_vs_serial_limit":           round2(c.SerialRatio()),
 			"cpu_efficiency":                  round2(c.CPUEfficiency()),
@@ -248,6 +250,10 @@ func (r *Results) Targets() []Target {
 		byName[c.Shape.Name] = c
 		l, by := c.Limit()
 		check(c.Ratio() >= TargetRatio, "%s: mirror %.1f MB/s ÷ %s limit %.1f MB/s = %.2f (target ≥ %.1f)", c.Shape.Name, c.Mirror.MBPerSecond(), by, l, c.Ratio(), TargetRatio)
+		if len(c.MirrorDedupRounds) > 0 {
+			q := ratio(c.MirrorDedup.MBPerSecond(), c.Mirror.MBPerSecond())
+			check(q >= 0.95, "%s: MIRROR_DEDUPLICATE=true %.1f MB/s ÷ off %.1f MB/s = %.2f on a clean drain (target ≥ 0.95)", c.Shape.Name, c.MirrorDedup.MBPerSecond(), c.Mirror.MBPerSecond(), q)
+		}
 	}
 	for _, c := range r.Cases {
 		if !c.Shape.Keyed {

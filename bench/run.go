@@ -177,6 +177,11 @@ type CaseResult struct {
 	ReadRounds   []Measured `json:"read_rounds"`
 	SendRounds   []Measured `json:"send_rounds"`
 	MirrorRounds []Measured `json:"mirror_rounds"`
+	// MirrorDedup is the fastest of MirrorDedupRounds: the same mirror
+	// phase with MIRROR_DEDUPLICATE on (a clean drain), run right after
+	// each mirror round.
+	MirrorDedup       Measured   `json:"mirror_dedup"`
+	MirrorDedupRounds []Measured `json:"mirror_dedup_rounds"`
 	// IdleDrainsMs are the idle drains of the last mirror round.
 	IdleDrainsMs []float64 `json:"idle_drains_ms"`
 	Profiles     []string  `json:"profiles,omitempty"`
@@ -385,6 +390,7 @@ func runCase(ctx context.Context, cfg Config, sp spawner, shape Shape, inflight 
 		}
 	}
 	cr.Read, cr.Send, cr.Mirror = best(cr.ReadRounds), best(cr.SendRounds), best(cr.MirrorRounds)
+	cr.MirrorDedup = best(cr.MirrorDedupRounds)
 	for _, m := range cr.MirrorRounds {
 		cr.Mirror.PeakRSS = max(cr.Mirror.PeakRSS, m.PeakRSS)
 		cr.IdleDrainsMs = append(cr.IdleDrainsMs, m.IdleDrainsMs...)
@@ -455,6 +461,19 @@ func runRound(ctx context.Context, cfg Config, sp spawner, in *infra, base Child
 	log.Info("mirror", "rec_per_s", round2(m.RecordsPerSecond()), "mb_per_s", round2(m.MBPerSecond()), "seconds", round2(m.Seconds),
 		"peak_rss_mb", mb(m.PeakRSS), "idle_drain_ms", m.IdleDrainsMs, "rss_mb_over_time", series(m.RSSSamples, 8),
 		"heap_live_mb_over_time", series(m.HeapLiveSamples, 8), "io", m.Counters.describe())
+
+	// The same drain with MIRROR_DEDUPLICATE on, in a fresh group: a clean
+	// drain's cost of the feature.
+	spec.Group, spec.Deduplicate, spec.IdleDrains, spec.CPUProfile = fmt.Sprintf("bench-mirror-dedup-%d", round+1), true, 0, ""
+	before = in.emulatorEvents()
+	if m, err = runPhase(ctx, sp, in, spec, ""); err != nil {
+		return err
+	}
+	if got := in.emulatorEvents() - before; got != cr.Records {
+		return fmt.Errorf("mirror phase (deduplicate): the emulator stored %d events, want %d", got, cr.Records)
+	}
+	cr.MirrorDedupRounds = append(cr.MirrorDedupRounds, m)
+	log.Info("mirror (MIRROR_DEDUPLICATE=true)", "rec_per_s", round2(m.RecordsPerSecond()), "mb_per_s", round2(m.MBPerSecond()), "seconds", round2(m.Seconds))
 	return nil
 }
 

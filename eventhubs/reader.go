@@ -116,16 +116,22 @@ func (s *Sink) ReadAfter(ctx context.Context, hub, partitionID string, after, un
 	return nil
 }
 
-// CheckListen opens a receiver on one partition of hub at its end and
-// returns an error wrapping mirror.ErrUnauthorized when the service refuses
-// it (no Listen right). Other outcomes, including no event arriving, are nil.
-func (s *Sink) CheckListen(ctx context.Context, hub, partitionID string) error {
+// CheckListen opens a receiver on one partition of hub, at the event with
+// sequence number at (which then arrives at once) or, when at is negative,
+// at the partition's end, and returns an error wrapping
+// mirror.ErrUnauthorized when the service refuses it (no Listen right).
+// Other outcomes, including no event arriving within 500 ms, are nil.
+func (s *Sink) CheckListen(ctx context.Context, hub, partitionID string, at int64) error {
 	c, err := s.consumer(hub)
 	if err != nil {
 		return err
 	}
 	latest := true
-	pc, err := c.NewPartitionClient(partitionID, &azeventhubs.PartitionClientOptions{StartPosition: azeventhubs.StartPosition{Latest: &latest}, Prefetch: -1})
+	start := azeventhubs.StartPosition{Latest: &latest}
+	if at >= 0 {
+		start = azeventhubs.StartPosition{SequenceNumber: &at, Inclusive: true}
+	}
+	pc, err := c.NewPartitionClient(partitionID, &azeventhubs.PartitionClientOptions{StartPosition: start, Prefetch: -1})
 	if err != nil {
 		return fmt.Errorf("eventhubs: reader for %q partition %s: %w", hub, partitionID, classify(err))
 	}

@@ -33,8 +33,10 @@ type HubReader interface {
 	// were read.
 	ReadAfter(ctx context.Context, hub, partitionID string, after, until int64, fn func(StoredEvent)) error
 	// CheckListen returns an error wrapping ErrUnauthorized when the
-	// credentials cannot read one partition of hub.
-	CheckListen(ctx context.Context, hub, partitionID string) error
+	// credentials cannot read one partition of hub. at is the sequence
+	// number of an event the partition holds (the check then returns as
+	// soon as it arrives), -1 when none is known.
+	CheckListen(ctx context.Context, hub, partitionID string, at int64) error
 }
 
 // dedup is one drain's deduplication state (Options.Deduplicate).
@@ -133,10 +135,17 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 		if d.senders[name] == nil || len(hub.PartitionIDs) == 0 {
 			continue
 		}
+		// A partition holding an event answers at once.
+		id, at := hub.PartitionIDs[0], int64(-1)
+		for _, pid := range hub.PartitionIDs {
+			if f, ok := dd.floors[name][pid]; ok && f > at {
+				id, at = pid, f
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := d.m.checkListen(ctx, reader, name, hub.PartitionIDs[0]); err != nil {
+			if err := d.m.checkListen(ctx, reader, name, id, at); err != nil {
 				problem(listenProblem(name))
 			}
 		}()
@@ -479,14 +488,14 @@ type listenCheck struct {
 // checkListen returns an error when the credentials lack the Listen right
 // on hub; the answer is cached for listenCheckTTL. Errors other than a
 // refusal count as a pass (the reading itself reports them).
-func (m *Mirror) checkListen(ctx context.Context, reader HubReader, hub, partitionID string) error {
+func (m *Mirror) checkListen(ctx context.Context, reader HubReader, hub, partitionID string, at int64) error {
 	m.mu.Lock()
 	c, ok := m.listen[hub]
 	m.mu.Unlock()
 	if ok && time.Since(c.at) < listenCheckTTL {
 		return c.err
 	}
-	err := reader.CheckListen(ctx, hub, partitionID)
+	err := reader.CheckListen(ctx, hub, partitionID, at)
 	if err != nil && !errors.Is(err, ErrUnauthorized) {
 		return nil
 	}
