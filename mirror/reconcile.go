@@ -131,6 +131,8 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 			}()
 		}
 	}
+	wg.Wait()
+	// The Listen check, once the floors are known.
 	for name, hub := range d.hubs {
 		if d.senders[name] == nil || len(hub.PartitionIDs) == 0 {
 			continue
