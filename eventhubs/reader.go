@@ -70,24 +70,16 @@ func (s *Sink) ReadAfter(ctx context.Context, hub, partitionID string, after, un
 	if until <= after {
 		return nil
 	}
-	c, err := s.consumer(hub)
-	if err != nil {
-		return err
-	}
 	start := azeventhubs.StartPosition{SequenceNumber: &after, Inclusive: false}
 	if after < 0 {
 		earliest := true
 		start = azeventhubs.StartPosition{Earliest: &earliest}
 	}
-	pc, err := c.NewPartitionClient(partitionID, &azeventhubs.PartitionClientOptions{StartPosition: start, Prefetch: 300})
+	pc, err := s.partitionClient(hub, partitionID, &azeventhubs.PartitionClientOptions{StartPosition: start, Prefetch: 300})
 	if err != nil {
-		return fmt.Errorf("eventhubs: reader for %q partition %s: %w", hub, partitionID, classify(err))
+		return err
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = pc.Close(closeCtx)
-	}()
+	defer closePartitionClient(ctx, pc)
 	last := after
 	for last < until {
 		if err := ctx.Err(); err != nil {
@@ -122,24 +114,16 @@ func (s *Sink) ReadAfter(ctx context.Context, hub, partitionID string, after, un
 // mirror.ErrUnauthorized when the service refuses it (no Listen right).
 // Other outcomes, including no event arriving within 500 ms, are nil.
 func (s *Sink) CheckListen(ctx context.Context, hub, partitionID string, at int64) error {
-	c, err := s.consumer(hub)
-	if err != nil {
-		return err
-	}
 	latest := true
 	start := azeventhubs.StartPosition{Latest: &latest}
 	if at >= 0 {
 		start = azeventhubs.StartPosition{SequenceNumber: &at, Inclusive: true}
 	}
-	pc, err := c.NewPartitionClient(partitionID, &azeventhubs.PartitionClientOptions{StartPosition: start, Prefetch: -1})
+	pc, err := s.partitionClient(hub, partitionID, &azeventhubs.PartitionClientOptions{StartPosition: start, Prefetch: -1})
 	if err != nil {
-		return fmt.Errorf("eventhubs: reader for %q partition %s: %w", hub, partitionID, classify(err))
+		return err
 	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = pc.Close(closeCtx)
-	}()
+	defer closePartitionClient(ctx, pc)
 	rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if _, err := pc.ReceiveEvents(rctx, 1, nil); err != nil {
@@ -148,4 +132,25 @@ func (s *Sink) CheckListen(ctx context.Context, hub, partitionID string, at int6
 		}
 	}
 	return nil
+}
+
+// partitionClient opens a receiver on one partition of hub with the
+// sink's consumer client for that hub.
+func (s *Sink) partitionClient(hub, partitionID string, opts *azeventhubs.PartitionClientOptions) (*azeventhubs.PartitionClient, error) {
+	c, err := s.consumer(hub)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := c.NewPartitionClient(partitionID, opts)
+	if err != nil {
+		return nil, fmt.Errorf("eventhubs: reader for %q partition %s: %w", hub, partitionID, classify(err))
+	}
+	return pc, nil
+}
+
+// closePartitionClient closes pc, waiting up to 5 s even when ctx has ended.
+func closePartitionClient(ctx context.Context, pc *azeventhubs.PartitionClient) {
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = pc.Close(closeCtx)
 }
