@@ -3,6 +3,7 @@ package emulator
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ehmirror/ehmirror/emulator/amqp"
 	"github.com/ehmirror/ehmirror/partitionkey"
@@ -205,7 +206,9 @@ func splitBatch(buf []byte, msgs [][]byte, locs [][2]int32) ([][]byte, [][2]int3
 			if err != nil {
 				return fmt.Errorf("batch data section %d: %w", len(msgs), err)
 			}
-			loc, _, err := locateAnnotations(inner, false)
+			// Each event may carry its own partition key annotation
+			// (the SDK repeats the batch's): it must be a valid string.
+			loc, _, err := locateAnnotations(inner, true)
 			if err != nil {
 				return fmt.Errorf("batch event %d: %w", len(msgs), err)
 			}
@@ -273,6 +276,11 @@ func annotationString(mapValue []byte, name string) (string, bool, error) {
 		}
 		switch v := v.(type) {
 		case string:
+			// AMQP strings are UTF-8; the service cannot hash or return
+			// a key that is not.
+			if !utf8.ValidString(v) {
+				return "", false, fmt.Errorf("%s is not valid UTF-8", name)
+			}
 			return v, true, nil
 		case amqp.Symbol:
 			return string(v), true, nil
