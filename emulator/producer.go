@@ -228,7 +228,12 @@ func locateAnnotations(msg []byte, wantKey bool) ([2]int32, string, error) {
 	var key string
 	found := false
 	pos := 0
+	var prev uint64
 	err := amqp.ForEachSection(msg, func(code uint64, section, value []byte) error {
+		if !sectionFollows(prev, code) {
+			return fmt.Errorf("message section %#x after section %#x: sections out of order or repeated", code, prev)
+		}
+		prev = code
 		switch {
 		case code == amqp.SectionMessageAnnotations:
 			loc = [2]int32{int32(pos), int32(pos + len(section))}
@@ -247,6 +252,23 @@ func locateAnnotations(msg []byte, wantKey bool) ([2]int32, string, error) {
 		return nil
 	})
 	return loc, key, err
+}
+
+// sectionFollows reports whether a message section with code may follow
+// one with prev (0 at the start): sections come in the order of the AMQP
+// specification (header, delivery-annotations, message-annotations,
+// properties, application-properties, body, footer), each once, except that
+// a body of data or amqp-sequence sections repeats that one kind.
+func sectionFollows(prev, code uint64) bool {
+	isBody := func(c uint64) bool { return c >= amqp.SectionData && c <= amqp.SectionValue }
+	switch {
+	case code == prev:
+		return code == amqp.SectionData || code == amqp.SectionSequence
+	case isBody(prev) && isBody(code):
+		return false
+	default:
+		return code > prev
+	}
 }
 
 // annotationString returns the string (or symbol) value of the annotation
