@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,11 +91,10 @@ func concurrentDrains(t *testing.T, id, title string, dedup bool) {
 	}
 	var catchUps, catchUpDrains atomic.Int64
 	var catchUpRecords atomic.Int64
-	// The catch-up's drains run inside process A; their reports (start and
-	// duration) come from A's status page, and their in-flight windows from
-	// offsets sampled all along.
+	// The catch-up's drains run inside process A; their times come from the
+	// drain lines A logs (every drain writes one), and their in-flight
+	// windows from offsets sampled all along.
 	series := e.startOffsetSeries(50 * time.Millisecond)
-	drainsSeen := a.collectDrains(100 * time.Millisecond)
 	wg.Go(func() {
 		for !stopped() {
 			e.inject("catch-up started")
@@ -119,13 +119,13 @@ func concurrentDrains(t *testing.T, id, title string, dedup bool) {
 	sleepCtx(ctx, window)
 	close(stop)
 	wg.Wait()
-	catchUpReports := drainsSeen.stop(ctx, "catch-up ")
 	series.stop()
-	for _, r := range catchUpReports {
-		e.ledger.addWindow(series.window(r.Started, r.Started.Add(r.Duration)))
+	catchUpWindows := a.drainWindows(ctx, mirror.TriggerCatchUp, catchUpDrains.Load())
+	for _, w := range catchUpWindows {
+		e.ledger.addWindow(series.window(w.from, w.to))
 	}
-	if n := int64(len(catchUpReports)); n < catchUpDrains.Load() {
-		t.Errorf("the status page showed %d of the %d catch-up drains: the duplicate bound would miss some", n, catchUpDrains.Load())
+	if n := int64(len(catchUpWindows)); n < catchUpDrains.Load() {
+		t.Errorf("handler A logged %d of the %d catch-up drains: the duplicate bound would miss some", n, catchUpDrains.Load())
 	}
 	p.stop()
 	e.emu.Faults().Reset()
@@ -218,60 +218,39 @@ func (s *offsetSeries) window(from, to time.Time) (before, after map[mirror.Topi
 	return before, after
 }
 
-// drainCollector polls a handler's status page and keeps every drain report
-// it shows (the page lists the last ten).
-type drainCollector struct {
-	h      *handler
-	cancel context.CancelFunc
-	done   chan struct{}
+// drainWindow is the time span of one drain, read from its log line.
+type drainWindow struct{ from, to time.Time }
 
-	mu      sync.Mutex
-	reports map[string]*mirror.Report // by run and start
-}
+// drainLineFields are the fields of a drain line (see [mirror.LogReport]) a
+// drain window needs, as the handler's text logger writes them.
+var drainLineFields = regexp.MustCompile(`^time=(\S+) level=\S+ msg=` + regexp.QuoteMeta(mirror.DrainLogMessage) + ` .*\btrigger=(\S+) .*\bduration_ms=(\d+)\b`)
 
-// collectDrains polls h's status every interval until stop.
-func (h *handler) collectDrains(interval time.Duration) *drainCollector {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &drainCollector{h: h, cancel: cancel, done: make(chan struct{}), reports: map[string]*mirror.Report{}}
-	go func() {
-		defer close(c.done)
-		for {
-			c.poll(ctx, c.h)
-			if !sleepCtx(ctx, interval) {
-				return
+// drainWindows returns the windows of the drains with the given trigger that
+// h logged, oldest first, waiting up to ten seconds for want of them (the
+// host copies output lines asynchronously). A line's time is when the drain
+// ended, so a window reaches back from it by the drain's duration (the
+// line's millisecond precision only widens it).
+func (h *handler) drainWindows(ctx context.Context, trigger string, want int64) []drainWindow {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		var out []drainWindow
+		for line := range strings.Lines(h.out.Stdout()) {
+			m := drainLineFields.FindStringSubmatch(line)
+			if m == nil || m[2] != trigger {
+				continue
 			}
+			end, err := time.Parse(time.RFC3339Nano, m[1])
+			ms, err2 := strconv.ParseInt(m[3], 10, 64)
+			if err != nil || err2 != nil {
+				h.t.Errorf("unreadable drain line %q", line)
+				continue
+			}
+			out = append(out, drainWindow{from: end.Add(-time.Duration(ms+1) * time.Millisecond), to: end.Add(time.Millisecond)})
 		}
-	}()
-	h.t.Cleanup(func() { cancel(); <-c.done })
-	return c
-}
-
-func (c *drainCollector) poll(ctx context.Context, h *handler) {
-	code, st, err := h.status(ctx, "")
-	if err != nil || code != http.StatusOK {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range st.Drains {
-		c.reports[r.Run+"@"+r.Started.String()] = r
-	}
-}
-
-// stop polls once more, stops, and returns the reports of runs whose name
-// starts with prefix, oldest first.
-func (c *drainCollector) stop(ctx context.Context, prefix string) []*mirror.Report {
-	c.cancel()
-	<-c.done
-	c.poll(ctx, c.h)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*mirror.Report
-	for _, r := range c.reports {
-		if strings.HasPrefix(r.Run, prefix) {
-			out = append(out, r)
+		if int64(len(out)) >= want || !sleepCtx(ctx, 100*time.Millisecond) {
+			slices.SortFunc(out, func(a, b drainWindow) int { return a.from.Compare(b.from) })
+			return out
 		}
 	}
-	slices.SortFunc(out, func(a, b *mirror.Report) int { return a.Started.Compare(b.Started) })
-	return out
 }
