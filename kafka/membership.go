@@ -283,7 +283,7 @@ func (s *Source) newMembership(topics []string) (*membership, error) {
 		// FirstOffset (-2) marks "nothing committed"; Assigned maps it
 		// to mirror.NoOffset. Committed offsets are never negative.
 		StartOffset: kafkago.FirstOffset,
-		Timeout:     s.opts.RequestTimeout,
+		Timeout:     s.coordinatorTimeout(),
 		Logger:      kafkaLogger(m.log, slog.LevelDebug),
 		ErrorLogger: kafkaLogger(m.log, slog.LevelWarn),
 	})
@@ -294,6 +294,21 @@ func (s *Source) newMembership(topics []string) (*membership, error) {
 	m.cg = cg
 	s.wg.Go(m.pump)
 	return m, nil
+}
+
+// coordinatorTimeout bounds each request of the member to its coordinator;
+// kafka-go ends the generation when a heartbeat fails or times out. A
+// member whose heartbeats go unanswered must see its claim end before the
+// coordinator can expire its session and give its partitions to another
+// process, or it would go on publishing after the new owner took over. The
+// session runs from when the coordinator received the last answered
+// heartbeat; the next one is sent at most one interval plus that one's round
+// trip (at most this timeout) later and fails at most this timeout after
+// that, so two timeouts plus the interval must stay under the session
+// timeout: 0.4 of (session - interval) keeps a tenth of it as a margin
+// (2.2 s with the defaults). RequestTimeout still bounds it.
+func (s *Source) coordinatorTimeout() time.Duration {
+	return min(s.opts.RequestTimeout, (s.opts.SessionTimeout-s.opts.HeartbeatInterval)*4/10)
 }
 
 // pump receives every generation kafka-go produces, so kafka-go never blocks

@@ -241,3 +241,69 @@ func TestUnknownCommitOutcomeEndsTheGeneration(t *testing.T) {
 		t.Fatalf("next claim on the same member %s (generation %d, then %d)", g0.MemberID, g0.ID, g1.ID)
 	}
 }
+
+// TestUnansweredHeartbeatsEndTheClaimBeforeTheSessionExpires: when a
+// member's heartbeats stop being answered (its link to the coordinator hangs
+// while its fetches and the hub still work), its claim ends before the
+// coordinator expires its session and hands its partitions to another
+// process, so a drain that stops publishing at Claim.Lost never publishes
+// after the new owner took over (the zombie window of issue 12).
+func TestUnansweredHeartbeatsEndTheClaimBeforeTheSessionExpires(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	var held atomic.Value // member id whose heartbeats get no answer
+	held.Store("")
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	// A's heartbeats and its rejoin get no answer: its link to the
+	// coordinator hangs.
+	for _, key := range []kmsg.Key{kmsg.Heartbeat, kmsg.JoinGroup} {
+		c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			var member string
+			switch r := req.(type) {
+			case *kmsg.HeartbeatRequest:
+				member = r.MemberID
+			case *kmsg.JoinGroupRequest:
+				member = r.MemberID
+			}
+			if id := held.Load().(string); id != "" && member == id {
+				c.SleepControl(func() { <-release })
+			}
+			return nil, nil, false
+		})
+	}
+	a := newTestSource(t, c.ListenAddrs(), "g-zombie")
+	b := newTestSource(t, c.ListenAddrs(), "g-zombie")
+	ctx := ctxT(t, 40*time.Second)
+	ca, err := a.Claim(ctx, testTopics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Release(ctx)
+	held.Store(ca.(*claim).g.gen.MemberID)
+	heldAt := time.Now()
+
+	var lostAfter atomic.Int64
+	go func() {
+		select {
+		case <-ca.Lost():
+			lostAfter.Store(int64(time.Since(heldAt)))
+		case <-release:
+		}
+	}()
+	// B's join starts a rebalance A never hears of; it completes once the
+	// coordinator expired A's session.
+	cb, err := b.Claim(ctx, testTopics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release(ctx)
+	tookOver := time.Since(heldAt)
+	lost := time.Duration(lostAfter.Load())
+	if lost == 0 || lost >= tookOver {
+		t.Fatalf("A's claim ended %v after its heartbeats went unanswered (0: not yet), B took its partitions after %v: A could publish after B took over", lost, tookOver)
+	}
+	t.Logf("A's claim ended %v after its heartbeats went unanswered, %v before B took over (session %v); B owns %d partitions",
+		lost.Round(time.Millisecond), (tookOver - lost).Round(time.Millisecond), DefaultSessionTimeout, len(cb.Assigned()))
+}
