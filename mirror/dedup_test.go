@@ -415,3 +415,85 @@ func TestDedupFollowingDrain(t *testing.T) {
 	}
 	exactlyOnce(t, e, topic, map[string]int64{topic: 15})
 }
+
+// TestDedupZombieStopsBeforeTheNewOwner: process A drains while its link to
+// the group coordinator hangs (its heartbeats and rejoin go unanswered; its
+// fetches and Event Hubs still work). A notices its claim ended and stops
+// publishing before the coordinator expires its session and process B
+// takes the partitions over, reconciles and drains the rest: no record is
+// published twice, none is lost.
+func TestDedupZombieStopsBeforeTheNewOwner(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test4"
+	const n = 400
+	for i := range n { // one batch each: one fetch each
+		for p := range int32(4) {
+			e.produce(&kgo.Record{Topic: topic, Partition: p, Key: fmt.Appendf(nil, "k%d", i%17), Value: fmt.Appendf(nil, "a-%d-%d", p, i)})
+		}
+	}
+	opts := mirror.Options{Deduplicate: true, FetchBytes: 1, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test4$`)}}
+	// A would still be draining when its session expires (about 10 s).
+	slowFetches(e, 25*time.Millisecond)
+
+	var member atomic.Value // A's member id, from its first heartbeat
+	var hold atomic.Bool
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	for _, key := range []kmsg.Key{kmsg.Heartbeat, kmsg.JoinGroup} {
+		e.cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			e.cluster.KeepControl()
+			var id string
+			switch r := req.(type) {
+			case *kmsg.HeartbeatRequest:
+				id = r.MemberID
+				member.CompareAndSwap(nil, id)
+			case *kmsg.JoinGroupRequest:
+				id = r.MemberID
+			}
+			if hold.Load() && id != "" && id == member.Load() {
+				e.cluster.SleepControl(func() { <-release })
+			}
+			return nil, nil, false
+		})
+	}
+
+	start := time.Now()
+	repA := make(chan *mirror.Report, 1)
+	go func() {
+		rep, err := e.newMirror(opts).Drain(context.Background(), "A", mirror.Limits{MaxDuration: 60 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		repA <- rep
+	}()
+	for e.emu.Stats().EventsStored < 100 && time.Since(start) < 20*time.Second {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if member.Load() == nil {
+		t.Fatal("A sent no heartbeat")
+	}
+	hold.Store(true)
+	heldAt := time.Now()
+
+	b := e.newMirror(opts)
+	repB := make(chan *mirror.Report, 1)
+	go func() {
+		rep, err := b.Drain(context.Background(), "B", mirror.Limits{MaxDuration: 60 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		repB <- rep
+	}()
+	a := <-repA
+	aEnded := time.Since(heldAt)
+	if a.Stopped != mirror.StopRebalanced {
+		t.Fatalf("A stopped: %q, want %q: %v", a.Stopped, mirror.StopRebalanced, a.Lines())
+	}
+	rb := <-repB
+	t.Logf("A ended %v after its coordinator link hung, having sent %d; B sent %d, found %d already in the hub: %s",
+		aEnded.Round(time.Millisecond), a.Records, rb.Records, alreadyMirrored(rb), rb.Stopped)
+	for rb.Stopped != mirror.StopCaughtUp {
+		rb = e.drain(b, mirror.Limits{})
+	}
+	exactlyOnce(t, e, topic, map[string]int64{topic: n})
+}
