@@ -95,6 +95,13 @@ func TestHandlerKilledMidDrainDeduplicated(t *testing.T) {
 	handlerKilledMidDrain(t, "4d", "as 4, with MIRROR_DEDUPLICATE=true: zero duplicates", true)
 }
 
+// stormRecords is how many keyed records a soak run's kill storm produces
+// at least; maxStormKills ends a storm that could not produce them.
+const (
+	stormRecords  = 200_000
+	maxStormKills = 200
+)
+
 func handlerKilledMidDrain(t *testing.T, id, title string, dedup bool) {
 	e := newEnv(t, envConfig{})
 	f := newFigures(t, id, title)
@@ -106,10 +113,13 @@ func handlerKilledMidDrain(t *testing.T, id, title string, dedup bool) {
 	h := e.startHandler("a", map[string]string{config.MirrorInFlightBytes: "8KiB", config.MirrorDeduplicate: strconv.FormatBool(dedup)})
 	p := e.startProducer(producerConfig{Batch: 4})
 
-	kills := scale(3, 24)
+	// Under EHMIRROR_SOAK the storm goes on until stormRecords keyed
+	// records were produced (a kill every few seconds), and at least 24
+	// kills were made.
+	kills, records := scale(3, 24), scale(int64(0), int64(stormRecords))
 	var done []kill
 	points := rng.Perm(int(killPoints))
-	for i := range kills {
+	for i := 0; i < kills || (p.acked.Load() < records && i < maxStormKills); i++ {
 		point := killPoint(points[i%len(points)])
 		if i%len(points) == len(points)-1 {
 			points = rng.Perm(int(killPoints))
@@ -178,8 +188,11 @@ func handlerKilledMidDrain(t *testing.T, id, title string, dedup bool) {
 	}
 	f.note("%d SIGKILLs mid-drain (%d at start, %d mid-send, %d after a commit; 1 through the host's crash policy), %d kill points missed; each restart waited for the dead member's session",
 		len(done)-missed, byPoint[killAtStart], byPoint[killMidSend], byPoint[killAfterCommit], missed)
-	if missed > kills/3 {
-		t.Errorf("%d of %d kill points missed their drain", missed, kills)
+	if missed > len(done)/3 {
+		t.Errorf("%d of %d kill points missed their drain", missed, len(done))
+	}
+	if n := p.acked.Load(); n < records {
+		t.Errorf("%d records produced during the storm, want %d", n, records)
 	}
 }
 
