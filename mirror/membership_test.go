@@ -1,6 +1,9 @@
 package mirror_test
 
 import (
+	"bytes"
+	"io"
+	"log/slog"
 	"context"
 	"fmt"
 	"strings"
@@ -45,8 +48,12 @@ func TestTimerAndCatchUpShareOneMembership(t *testing.T) {
 	}
 	e.produce(recs...)
 	reqs := e.countGroupRequests()
-	m := e.newMirror(mirror.Options{})
-	lim := mirror.Limits{MaxDuration: 5 * time.Second, MaxRecords: 1500}
+	var logMu sync.Mutex
+	var logBuf bytes.Buffer // the drains' log lines, shown when records were sent twice
+	m := e.newMirror(mirror.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logBuf}, nil))})
+	// MaxRecords ends each drain; a deadline reached with sends in flight
+	// (a loaded machine) would be an unclean end, at-least-once by design.
+	lim := mirror.Limits{MaxDuration: 30 * time.Second, MaxRecords: 1500}
 	svc := mirror.NewService(m, lim)
 	defer svc.Close()
 
@@ -99,6 +106,13 @@ func TestTimerAndCatchUpShareOneMembership(t *testing.T) {
 		}
 	}
 	if dups > 0 {
+		logMu.Lock()
+		for _, l := range strings.Split(logBuf.String(), "\n") {
+			if l != "" {
+				t.Log(l)
+			}
+		}
+		logMu.Unlock()
 		t.Errorf("%d duplicates, want none", dups)
 	}
 	if reqs.leave.Load() != 0 {
@@ -220,4 +234,15 @@ func TestSharedGenerationNeverStartsBelowAnotherDrainsCommit(t *testing.T) {
 	if dups > 0 || bRep.Records > 0 {
 		t.Errorf("b sent %d records from offsets read before a's commits: %d duplicates", bRep.Records, dups)
 	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
