@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -25,6 +26,7 @@ type claim struct {
 
 	releaseOnce sync.Once
 	releaseErr  error
+	released    atomic.Bool
 
 	// commitMu keeps the claim's commits in order: one at a time, and
 	// none sent before the previous request is over (answered, or given up
@@ -105,13 +107,35 @@ func (c *claim) AssignedMetadata() map[mirror.TopicPartition]string {
 // the claim was released.
 func (c *claim) Lost() <-chan struct{} { return c.g.lost }
 
+// closed reports whether the claim takes no more commits: it was released,
+// or its generation ended and the member stopped waiting for its claims
+// (see membership.settle; it may rejoin from then on). Between a
+// generation's end and then, the member has not rejoined, so no other member
+// can have been given its partitions, and the coordinator still takes the
+// generation's commits (it fences them itself once the rebalance moved on,
+// or the member was evicted): a drain whose claim was lost commits what
+// Event Hubs acknowledged before its partitions change hands.
+func (c *claim) closed() bool {
+	if c.released.Load() {
+		return true
+	}
+	select {
+	case <-c.g.base.settled:
+		return true
+	default:
+		return false
+	}
+}
+
 // Commit commits offsets (the next offset to read per partition) with this
 // claim's generation and member ID, so the coordinator rejects it once the
 // generation is over. Every partition must be owned by the claim and every
 // offset non-negative; nothing is sent otherwise. It fails with ErrClaimLost
-// when the claim is known to be lost or the coordinator fences it.
+// when the claim is closed (released, or lost and its member moved on) or
+// the coordinator fences it. A commit after Lost and before the member
+// rejoins is sent: the coordinator still takes it.
 func (c *claim) Commit(ctx context.Context, offsets map[mirror.TopicPartition]int64) error {
-	if c.g.ended() {
+	if c.closed() {
 		return fmt.Errorf("kafka: commit group %q generation %d: %w", c.m.s.opts.Group, c.g.gen.ID, ErrClaimLost)
 	}
 	with := make(map[mirror.TopicPartition]mirror.CommitOffset, len(offsets))
@@ -123,7 +147,7 @@ func (c *claim) Commit(ctx context.Context, offsets map[mirror.TopicPartition]in
 
 // CommitWithMetadata is Commit with metadata stored beside each offset.
 func (c *claim) CommitWithMetadata(ctx context.Context, offsets map[mirror.TopicPartition]mirror.CommitOffset) error {
-	if c.g.ended() {
+	if c.closed() {
 		return fmt.Errorf("kafka: commit group %q generation %d: %w", c.m.s.opts.Group, c.g.gen.ID, ErrClaimLost)
 	}
 	return c.m.afterCommit(c.commit(ctx, offsets))
@@ -284,6 +308,7 @@ func brokerAnswered(err error) bool {
 // first result.
 func (c *claim) Release(ctx context.Context) error {
 	c.releaseOnce.Do(func() {
+		c.released.Store(true)
 		c.bgMu.Lock()
 		if c.bgCancel != nil {
 			c.bgCancel() // a commit request still waiting is abandoned

@@ -28,6 +28,10 @@ type generation struct {
 	assigned map[mirror.TopicPartition]int64
 	base     *generation // the membership's generation this view is of; nil for that one
 	endOnce  sync.Once
+	// settled (the membership's generation only) is closed when the member
+	// stops waiting for the claims on the ended generation (see settle);
+	// kafka-go may rejoin from then on.
+	settled chan struct{}
 }
 
 func (g *generation) ended() bool {
@@ -331,11 +335,13 @@ func (m *membership) pump() {
 			m.shutdown()
 			return
 		}
-		g := &generation{gen: gen, lost: make(chan struct{}), assigned: assignments(gen)}
+		g := &generation{gen: gen, lost: make(chan struct{}), assigned: assignments(gen), settled: make(chan struct{})}
 		gen.Start(func(ctx context.Context) {
 			<-ctx.Done()
 			g.end()
 			m.generationEnded(g)
+			m.settle(g)
+			close(g.settled)
 		})
 		m.mu.Lock()
 		m.memberID = gen.MemberID
@@ -343,6 +349,43 @@ func (m *membership) pump() {
 		m.signal()
 		m.mu.Unlock()
 		m.log.Debug("generation joined", "generation", gen.ID, "member", gen.MemberID, "partitions", len(g.assigned))
+	}
+}
+
+// settle runs when g ended and kafka-go waits for it before it rejoins: it
+// waits until every claim on g was released, at most half the rebalance
+// timeout (the coordinator waits a rebalance timeout for the member to
+// rejoin), or until the membership closes. Until the member rejoins, no
+// other member can be given its partitions, and the coordinator still takes
+// commits of g: the drains on g finish the sends they have on the wire and
+// commit what Event Hubs acknowledged (see claim.Commit) before another
+// process starts on those partitions, as a Kafka consumer commits in its
+// revocation callback before it rejoins.
+func (m *membership) settle(g *generation) {
+	bound := time.NewTimer(m.s.opts.RebalanceTimeout / 2)
+	defer bound.Stop()
+	for {
+		m.mu.Lock()
+		busy := false
+		for c := range m.claims {
+			if c.g.base == g {
+				busy = true
+				break
+			}
+		}
+		ch, closing := m.notify, m.closing
+		m.mu.Unlock()
+		if !busy || closing {
+			return
+		}
+		select {
+		case <-ch:
+		case <-bound.C:
+			m.log.Debug("claims on an ended generation not released in time; rejoining", "generation", g.gen.ID)
+			return
+		case <-m.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -477,6 +520,7 @@ func (m *membership) release(ctx context.Context, c *claim) error {
 	}
 	delete(m.claims, c)
 	c.g.end()
+	m.signal() // settle waits for the claims on an ended generation
 	if !m.unusedLocked() || m.closing {
 		m.mu.Unlock()
 		return nil

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -306,4 +307,66 @@ func TestUnansweredHeartbeatsEndTheClaimBeforeTheSessionExpires(t *testing.T) {
 	}
 	t.Logf("A's claim ended %v after its heartbeats went unanswered, %v before B took over (session %v); B owns %d partitions",
 		lost.Round(time.Millisecond), (tookOver - lost).Round(time.Millisecond), DefaultSessionTimeout, len(cb.Assigned()))
+}
+
+// TestRebalanceWaitsForTheLostClaim: when another process joins, the member
+// whose claim was lost does not rejoin until that claim is released (as a
+// drain releases it once its sends on the wire are over), so the other
+// process cannot be given those partitions before; until then the lost
+// claim's commits are still taken, and the other process starts from them.
+func TestRebalanceWaitsForTheLostClaim(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	a := newTestSource(t, c.ListenAddrs(), "g-settle")
+	b := newTestSource(t, c.ListenAddrs(), "g-settle")
+	ctx := ctxT(t, 30*time.Second)
+	ca, err := a.Claim(ctx, testTopics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type joined struct {
+		c  mirror.Claim
+		at time.Time
+	}
+	bJoined := make(chan joined, 1)
+	go func() {
+		cb, err := b.Claim(ctx, testTopics)
+		if err != nil {
+			t.Error(err)
+		}
+		bJoined <- joined{cb, time.Now()}
+	}()
+	waitLost(t, ca, 10*time.Second)
+	time.Sleep(time.Second) // the lost claim's drain winds down
+	offsets := map[mirror.TopicPartition]int64{}
+	for tp := range ca.Assigned() {
+		offsets[tp] = 7
+	}
+	if err := ca.Commit(ctx, offsets); err != nil {
+		t.Fatalf("commit after Lost, before the release: %v", err)
+	}
+	released := time.Now()
+	if err := ca.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Commit(ctx, offsets); !errors.Is(err, ErrClaimLost) {
+		t.Fatalf("commit after the release: %v, want ErrClaimLost", err)
+	}
+	j := <-bJoined
+	if j.c == nil {
+		return
+	}
+	defer j.c.Release(ctx)
+	if j.at.Before(released) {
+		t.Fatalf("B was given partitions %v before A released its lost claim", released.Sub(j.at))
+	}
+	if len(j.c.Assigned()) == 0 {
+		t.Fatal("B owns nothing")
+	}
+	for tp, off := range j.c.Assigned() {
+		if off != 7 {
+			t.Errorf("B starts %s at %d, want 7 (A's commit after Lost)", tp, off)
+		}
+	}
+	t.Logf("B joined %v after A released its lost claim; owns %d partitions from A's last commit", j.at.Sub(released).Round(time.Millisecond), len(j.c.Assigned()))
 }
