@@ -2,10 +2,10 @@ package mirror_test
 
 import (
 	"bytes"
-	"io"
-	"log/slog"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
