@@ -37,6 +37,7 @@ type Faults struct {
 	rng            *rand.Rand
 	dropNext       int
 	delay          time.Duration
+	ingestWait     time.Duration
 }
 
 func newFaults(srv *Server) *Faults {
@@ -81,11 +82,21 @@ func (f *Faults) DelayDispositions(d time.Duration) {
 	f.delay = d
 }
 
+// DelayIngest makes the emulator wait d before it stores each producer
+// delivery (0 disables), holding up the frames that follow on the same
+// connection, in order, as a busy service does: a send that gives up
+// meanwhile has an unknown outcome, and its events are stored later.
+func (f *Faults) DelayIngest(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ingestWait = d
+}
+
 // Reset clears every pending fault.
 func (f *Faults) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rejectNext, f.rejectFraction, f.dropNext, f.delay = 0, 0, 0, 0
+	f.rejectNext, f.rejectFraction, f.dropNext, f.delay, f.ingestWait = 0, 0, 0, 0, 0
 }
 
 // DropConnections closes every open connection abruptly (TCP close, no AMQP
@@ -143,6 +154,12 @@ func (f *Faults) takeDrop() bool {
 		return true
 	}
 	return false
+}
+
+func (f *Faults) ingestDelay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ingestWait
 }
 
 func (f *Faults) dispositionDelay() time.Duration {

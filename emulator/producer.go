@@ -69,6 +69,9 @@ func (l *link) receiveFrame(t *amqp.Transfer, payload []byte) error {
 	var state []byte
 	switch l.kind {
 	case kindProducer:
+		if delay := l.s.c.srv.faults.ingestDelay(); delay > 0 {
+			time.Sleep(delay)
+		}
 		state = l.ingest(&d)
 	case kindRequest:
 		state = acceptedState
