@@ -51,7 +51,7 @@ type Sink struct {
 	opts Options
 
 	mu        sync.Mutex
-	producers map[string]*azeventhubs.ProducerClient
+	producers map[string]*producer
 	consumers map[string]*azeventhubs.ConsumerClient
 	hubs      map[string]cachedHub
 }
@@ -92,11 +92,17 @@ func NewSink(opts Options) (*Sink, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Sink{opts: opts, producers: make(map[string]*azeventhubs.ProducerClient), consumers: make(map[string]*azeventhubs.ConsumerClient), hubs: make(map[string]cachedHub)}, nil
+	return &Sink{opts: opts, producers: make(map[string]*producer), consumers: make(map[string]*azeventhubs.ConsumerClient), hubs: make(map[string]cachedHub)}, nil
+}
+
+// producer is one hub's producer client, closed once when retired.
+type producer struct {
+	*azeventhubs.ProducerClient
+	retireOnce sync.Once
 }
 
 // producer returns the cached producer of hub, creating it on first use.
-func (s *Sink) producer(hub string) (*azeventhubs.ProducerClient, error) {
+func (s *Sink) producer(hub string) (*producer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.producers[hub]; ok {
@@ -113,8 +119,8 @@ func (s *Sink) producer(hub string) (*azeventhubs.ProducerClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eventhubs: producer for %q: %w", hub, err)
 	}
-	s.producers[hub] = p
-	return p, nil
+	s.producers[hub] = &producer{ProducerClient: p}
+	return s.producers[hub], nil
 }
 
 // Hub returns the hub's partition ids, cached for HubInfoTTL.
@@ -164,16 +170,46 @@ func (s *Sink) Send(ctx context.Context, mb mirror.Batch) error {
 		return err
 	}
 	if err := p.SendEventDataBatch(ctx, b.b, nil); err != nil {
+		if ctx.Err() != nil {
+			// The caller gave up with the batch's outcome unknown: it may
+			// still be on its way (queued in the client, or in the
+			// service). Close the hub's producer before returning, so that
+			// nothing sent through it can land after a later read of the
+			// hub (deduplication reads it back to resolve the outcome).
+			s.retire(b.hub, p)
+		}
 		return fmt.Errorf("eventhubs: sending %d events to %q partition %s: %w", b.b.NumEvents(), b.hub, b.partitionID, classify(err))
 	}
 	return nil
+}
+
+// retireTimeout bounds how long closing a retired producer may take.
+const retireTimeout = 5 * time.Second
+
+// retire drops p from the cache (the next use of hub opens a new producer)
+// and closes it, waiting up to retireTimeout: once the service answered the
+// close of its connection, every frame sent before was handled. Concurrent
+// callers for the same producer wait for the one close.
+func (s *Sink) retire(hub string, p *producer) {
+	s.mu.Lock()
+	if s.producers[hub] == p {
+		delete(s.producers, hub)
+	}
+	s.mu.Unlock()
+	p.retireOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), retireTimeout)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			s.opts.Logger.Warn("closing an event hubs producer after a send with an unknown outcome", "hub", hub, "err", classify(err))
+		}
+	})
 }
 
 // Close closes every producer.
 func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Lock()
 	producers := s.producers
-	s.producers = make(map[string]*azeventhubs.ProducerClient)
+	s.producers = make(map[string]*producer)
 	consumers := s.consumers
 	s.consumers = make(map[string]*azeventhubs.ConsumerClient)
 	s.mu.Unlock()

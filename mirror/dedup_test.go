@@ -497,3 +497,25 @@ func TestDedupZombieStopsBeforeTheNewOwner(t *testing.T) {
 	}
 	exactlyOnce(t, e, topic, map[string]int64{topic: n})
 }
+
+// TestDedupSendOutcomeUnknownAtTheDeadline: Event Hubs is slow to store a
+// batch, the drain gives up on it at its deadline (outcome unknown), and the
+// batch is stored after that. The next drain of the same process, on the
+// same connection, reads the hub back only once nothing sent before can
+// still land, so it finds the batch and sends nothing twice.
+func TestDedupSendOutcomeUnknownAtTheDeadline(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test2"
+	e.produceKeyed(topic, 4, 20, "a")
+	opts := mirror.Options{Deduplicate: true, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test2$`)}}
+	m := e.newMirror(opts)
+	e.emu.Faults().DelayIngest(2 * time.Second)
+	rep1 := e.drain(m, mirror.Limits{MaxDuration: time.Second})
+	e.emu.Faults().Reset()
+	if rep1.Records == 80 {
+		t.Fatalf("first drain had every send acknowledged: the delay did not bite: %v", rep1.Lines())
+	}
+	rep2 := e.drain(m, mirror.Limits{})
+	t.Logf("first drain: %d acknowledged, stopped: %s; second: %d sent, %d found in the hub", rep1.Records, rep1.Stopped, rep2.Records, alreadyMirrored(rep2))
+	exactlyOnce(t, e, topic, map[string]int64{topic: 20})
+}
