@@ -388,6 +388,7 @@ func (e *env) verify(exp expectation) verdict {
 				k := st.rec
 				st.copies++
 				if st.copies > 1 {
+					v.example("copy %d of %s at %s/%d sequence %d", st.copies, k, hub, part, ev.SequenceNumber)
 					v.Duplicates++
 					v.DuplicatesByTP[k.tp()]++
 					v.MaxCopies = max(v.MaxCopies, st.copies)

@@ -519,3 +519,28 @@ func TestDedupSendOutcomeUnknownAtTheDeadline(t *testing.T) {
 	t.Logf("first drain: %d acknowledged, stopped: %s; second: %d sent, %d found in the hub", rep1.Records, rep1.Stopped, rep2.Records, alreadyMirrored(rep2))
 	exactlyOnce(t, e, topic, map[string]int64{topic: 20})
 }
+
+// TestDedupSendsNothingWithoutStoredFloors: when the commit that stores a
+// drain's sequence numbers before it sends fails, the drain sends nothing:
+// the group's last commit is a clean mark, so a drain after it would not
+// read back what this one sent.
+func TestDedupSendsNothingWithoutStoredFloors(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test5"
+	gate := newCommitGate(e)
+	opts := mirror.Options{Deduplicate: true, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test5$`)}}
+	e.produceKeyed(topic, 4, 5, "a")
+	if rep := e.drain(e.newMirror(opts), mirror.Limits{}); rep.Records != 20 {
+		t.Fatalf("first drain: %v", rep.Lines())
+	}
+	e.produceKeyed(topic, 4, 5, "b")
+	gate.closed.Store(true) // every commit fails, the first one too
+	rep2 := e.drain(e.newMirror(opts), mirror.Limits{MaxDuration: 5 * time.Second})
+	if rep2.Records != 0 || !rep2.Failed() {
+		t.Fatalf("drain without stored sequence numbers sent %d records (failed: %v), want 0 and a failure: %v", rep2.Records, rep2.Failed(), rep2.Lines())
+	}
+	gate.open()
+	rep3 := e.drain(e.newMirror(opts), mirror.Limits{})
+	t.Logf("drain without stored floors: %s; next: %d sent", rep2.Lines()[1], rep3.Records)
+	exactlyOnce(t, e, topic, map[string]int64{topic: 10})
+}

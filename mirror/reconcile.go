@@ -410,7 +410,13 @@ func (d *drain) intentCommit(ctx context.Context, problem func(string)) {
 		err = d.claim.CommitWithMetadata(ctx, offsets)
 	}
 	if err != nil {
-		problem(fmt.Sprintf("storing sequence numbers before sending: %v; if this drain ends uncleanly its records may be sent twice", err))
+		// Sending without the floors stored would leave the previous
+		// commit's metadata (perhaps a clean mark) for the next drain, which
+		// would then not read back what this one sent: send nothing.
+		err = fmt.Errorf("deduplication: storing the hub's sequence numbers before sending: %w; nothing sent, the next drain tries again", err)
+		for tp := range offsets {
+			d.states[tp].fail(err)
+		}
 		return
 	}
 	for tp, off := range offsets {
