@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -48,9 +47,8 @@ func TestTimerAndCatchUpShareOneMembership(t *testing.T) {
 	}
 	e.produce(recs...)
 	reqs := e.countGroupRequests()
-	var logMu sync.Mutex
-	var logBuf bytes.Buffer // the drains' log lines, shown when records were sent twice
-	m := e.newMirror(mirror.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logBuf}, nil))})
+	var logs syncBuffer // the drains' log lines, shown when records were sent twice
+	m := e.newMirror(mirror.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	// MaxRecords ends each drain; a deadline reached with sends in flight
 	// (a loaded machine) would be an unclean end, at-least-once by design.
 	lim := mirror.Limits{MaxDuration: 30 * time.Second, MaxRecords: 1500}
@@ -106,13 +104,9 @@ func TestTimerAndCatchUpShareOneMembership(t *testing.T) {
 		}
 	}
 	if dups > 0 {
-		logMu.Lock()
-		for _, l := range strings.Split(logBuf.String(), "\n") {
-			if l != "" {
-				t.Log(l)
-			}
+		for l := range strings.Lines(logs.String()) {
+			t.Log(strings.TrimSuffix(l, "\n"))
 		}
-		logMu.Unlock()
 		t.Errorf("%d duplicates, want none", dups)
 	}
 	if reqs.leave.Load() != 0 {
@@ -236,13 +230,20 @@ func TestSharedGenerationNeverStartsBelowAnotherDrainsCommit(t *testing.T) {
 	}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
