@@ -308,6 +308,13 @@ func annotationString(mapValue []byte, name string) (string, bool, error) {
 			}
 			return v, true, nil
 		case amqp.Symbol:
+			// AMQP symbols are ASCII (AMQP 1.0 part 1, 1.6.20); the key
+			// is delivered as a string, which must be valid.
+			for i := 0; i < len(v); i++ {
+				if v[i] >= utf8.RuneSelf {
+					return "", false, fmt.Errorf("%s is a symbol with a byte outside ASCII at %d", name, i)
+				}
+			}
 			return string(v), true, nil
 		case nil:
 			return "", false, nil
