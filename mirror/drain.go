@@ -227,13 +227,15 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		cancelRead()
 	}()
 
+	sendCtx, cancelSend := sendContext(ctx, workCtx, margin)
+	defer cancelSend()
 	var senders sync.WaitGroup
 	for _, ss := range d.senders {
 		for _, s := range ss {
 			senders.Add(1)
 			go func() {
 				defer senders.Done()
-				s.run(workCtx)
+				s.run(workCtx, sendCtx)
 			}()
 		}
 	}

@@ -229,6 +229,64 @@ func TestMaxDurationStopsADrain(t *testing.T) {
 	checkCommittedEqualsMirrored(t, e, m, "prod.test2")
 }
 
+// TestStoppedDrainLetsSendsOnTheWireFinish: a drain that reaches its
+// deadline, or is canceled (SIGTERM), while batches are on the wire waits
+// for their acknowledgements (within its margin) and commits them, instead
+// of giving up on sends whose events the hub stores anyway: the next drain
+// sends nothing twice.
+func TestStoppedDrainLetsSendsOnTheWireFinish(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lim    mirror.Limits
+		cancel time.Duration // cancel the drain's context after this long
+		want   string
+	}{
+		{name: "max duration", lim: mirror.Limits{MaxDuration: 3 * time.Second}, want: mirror.StopMaxDuration},
+		{name: "canceled", lim: mirror.Limits{MaxDuration: 30 * time.Second}, cancel: 2 * time.Second, want: mirror.StopCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			const topic, n = "prod.test3", 2000
+			var recs []*kgo.Record
+			for i := range n {
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 4), Value: fmt.Appendf(nil, "%d", i)})
+			}
+			e.produce(recs...)
+			m := e.newMirror(mirror.Options{FetchBytes: 1024, InFlightBytes: 4096})
+			narrow, _ := mirror.CompileTopicFilter(`prod\.test3`, "")
+			e.drain(m, mirror.Limits{MaxRecords: 1, Topics: &narrow}) // connect first
+			e.emu.Faults().DelayDispositions(100 * time.Millisecond)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel > 0 {
+				time.AfterFunc(tc.cancel, cancel)
+			}
+			lim := tc.lim
+			lim.Topics = &narrow
+			rep, err := m.Drain(ctx, "stopped", lim)
+			e.emu.Faults().Reset()
+			if err != nil || rep.Stopped != tc.want {
+				t.Fatalf("want a drain stopped by %s: %v %s", tc.want, err, rep.Summary())
+			}
+			rep2 := e.drain(m, mirror.Limits{Topics: &narrow})
+			t.Logf("stopped: %s; next: %s", rep.Summary(), rep2.Summary())
+			lost, dups := 0, 0
+			counts := e.tally(topic, 4)
+			for i := range n {
+				switch c := counts[provenance{topic, int32(i % 4), int64(i / 4)}]; {
+				case c == 0:
+					lost++
+				case c > 1:
+					dups += c - 1
+				}
+			}
+			if lost > 0 || dups > 0 {
+				t.Fatalf("%d lost, %d sent twice", lost, dups)
+			}
+		})
+	}
+}
+
 // checkCommittedEqualsMirrored: every committed offset has all records below
 // it in Event Hubs (no loss), and nothing above it was ... may be duplicates
 // later; here, with no faults, mirrored == committed exactly.

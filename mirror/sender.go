@@ -37,8 +37,12 @@ type sender struct {
 	dead error
 }
 
-// run sends batches until in is closed.
-func (s *sender) run(ctx context.Context) {
+// run sends batches until in is closed. No batch is started once workCtx
+// ends: what is still queued then is left unsent (and so uncommitted) for
+// the next drain. A batch already sent is given until sendCtx ends to be
+// acknowledged, because a send given up on has an unknown outcome: its
+// events may be stored anyway and would be sent again by the next drain.
+func (s *sender) run(workCtx, sendCtx context.Context) {
 	var carry *item
 	for {
 		first := carry
@@ -53,7 +57,11 @@ func (s *sender) run(ctx context.Context) {
 		if s.skipping(first) {
 			continue
 		}
-		batch, err := s.newBatch(ctx)
+		if workCtx.Err() != nil {
+			s.unsent(first)
+			continue
+		}
+		batch, err := s.newBatch(workCtx)
 		if err != nil {
 			s.failItems(err, first)
 			continue
@@ -84,9 +92,39 @@ func (s *sender) run(ctx context.Context) {
 			}
 			items = append(items, it)
 		}
-		if len(items) > 0 {
-			s.send(ctx, batch, items)
+		switch {
+		case len(items) == 0:
+		case workCtx.Err() != nil:
+			s.unsent(items...)
+		default:
+			s.send(workCtx, sendCtx, batch, items)
 		}
+	}
+}
+
+// unsent lets go of items that reading's end left unsent. They are not
+// acknowledged, so the commit stops before the first of them and the next
+// drain reads them again; the partition has not failed.
+func (s *sender) unsent(items ...*item) {
+	for _, it := range items {
+		s.d.inflight.Release(it.weight)
+	}
+}
+
+// sendContext returns the context of sends already on the wire: they may
+// run until three quarters of the drain's margin after reading stops
+// (workCtx's deadline), and until half the margin after ctx is canceled
+// (SIGTERM), leaving the rest of the margin to the final commit.
+func sendContext(ctx, workCtx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := workCtx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(margin*3/4))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(margin/2, cancel) })
+	return sendCtx, func() {
+		stop()
+		cancel()
 	}
 }
 
@@ -142,9 +180,10 @@ func (s *sender) newBatch(ctx context.Context) (Batch, error) {
 	return batch, err
 }
 
-// send publishes a batch and acknowledges its records, or fails them.
-func (s *sender) send(ctx context.Context, batch Batch, items []*item) {
-	err := s.retry(ctx, "sending a batch", func() error { return s.d.m.sink.Send(ctx, batch) })
+// send publishes a batch and acknowledges its records, or fails them. Each
+// attempt may run until sendCtx ends; none is started after workCtx ends.
+func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*item) {
+	err := s.retry(workCtx, "sending a batch", func() error { return s.d.m.sink.Send(sendCtx, batch) })
 	if err != nil {
 		s.failItems(fmt.Errorf("event hub %q partition %s: %w", s.hub, s.partitionID, err), items...)
 		return
