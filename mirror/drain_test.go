@@ -240,9 +240,13 @@ func TestStoppedDrainLetsSendsOnTheWireFinish(t *testing.T) {
 		lim    mirror.Limits
 		cancel time.Duration // cancel the drain's context after this long
 		want   string
+		// dedup: with deduplication the stop is a clean end, since what is
+		// left unsent was never published: the next drain reads nothing back.
+		dedup bool
 	}{
 		{name: "max duration", lim: mirror.Limits{MaxDuration: 3 * time.Second}, want: mirror.StopMaxDuration},
 		{name: "canceled", lim: mirror.Limits{MaxDuration: 30 * time.Second}, cancel: 2 * time.Second, want: mirror.StopCanceled},
+		{name: "max duration deduplicated", lim: mirror.Limits{MaxDuration: 5 * time.Second}, want: mirror.StopMaxDuration, dedup: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -252,10 +256,10 @@ func TestStoppedDrainLetsSendsOnTheWireFinish(t *testing.T) {
 				recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 4), Value: fmt.Appendf(nil, "%d", i)})
 			}
 			e.produce(recs...)
-			m := e.newMirror(mirror.Options{FetchBytes: 1024, InFlightBytes: 4096})
+			m := e.newMirror(mirror.Options{FetchBytes: 1024, InFlightBytes: 4096, Deduplicate: tc.dedup})
 			narrow, _ := mirror.CompileTopicFilter(`prod\.test3`, "")
 			e.drain(m, mirror.Limits{MaxRecords: 1, Topics: &narrow}) // connect first
-			e.emu.Faults().DelayDispositions(100 * time.Millisecond)
+			e.emu.Faults().DelayDispositions(50 * time.Millisecond)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tc.cancel > 0 {
@@ -267,6 +271,14 @@ func TestStoppedDrainLetsSendsOnTheWireFinish(t *testing.T) {
 			e.emu.Faults().Reset()
 			if err != nil || rep.Stopped != tc.want {
 				t.Fatalf("want a drain stopped by %s: %v %s", tc.want, err, rep.Summary())
+			}
+			if tc.dedup {
+				src := e.newSource()
+				for p := range int32(4) {
+					if md := e.committedMetadata(src, topic, p); !strings.Contains(md, "clean=1") {
+						t.Errorf("partition %d: metadata after the stop %q, want a clean end", p, md)
+					}
+				}
 			}
 			rep2 := e.drain(m, mirror.Limits{Topics: &narrow})
 			t.Logf("stopped: %s; next: %s", rep.Summary(), rep2.Summary())

@@ -323,9 +323,10 @@ func (d *drain) commitMetaFor(ctx context.Context, ps *partitionState, p int64) 
 		return s, false, err
 	}
 	cm.Hub = ps.hub
-	if d.dd.final.Load() && p == ps.readMark() && p > d.dd.presentMax(ps) {
-		// Nothing this drain handed over is unacknowledged, and no event
-		// found in the hub (published by an earlier drain) lies above p.
+	if d.dd.final.Load() && ps.nothingSentFrom(p) && p > d.dd.presentMax(ps) {
+		// Nothing this drain sent is unacknowledged (records left unsent
+		// at its end were never published), and no event found in the
+		// hub (published by an earlier drain) lies above p.
 		cm.Clean = true
 	} else {
 		cm.Floors = d.floorsFor(ps, p)
@@ -354,7 +355,7 @@ func (dd *dedup) presentMax(ps *partitionState) int64 {
 // needsCleanMark reports whether ps must be committed again at p although
 // p did not advance: the stored metadata is not clean and now can be.
 func (d *drain) needsCleanMark(ps *partitionState, p int64) bool {
-	if d.dd == nil || !d.dd.final.Load() || p < 0 || p != ps.lastCommitted() || p != ps.readMark() {
+	if d.dd == nil || !d.dd.final.Load() || p < 0 || p != ps.lastCommitted() || !ps.nothingSentFrom(p) {
 		return false
 	}
 	d.dd.mu.Lock()

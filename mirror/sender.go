@@ -183,6 +183,9 @@ func (s *sender) newBatch(ctx context.Context) (Batch, error) {
 // send publishes a batch and acknowledges its records, or fails them. Each
 // attempt may run until sendCtx ends; none is started after workCtx ends.
 func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*item) {
+	if s.d.dd != nil {
+		markSending(items)
+	}
 	err := s.retry(workCtx, "sending a batch", func() error { return s.d.m.sink.Send(sendCtx, batch) })
 	if err != nil {
 		s.failItems(fmt.Errorf("event hub %q partition %s: %w", s.hub, s.partitionID, err), items...)
@@ -194,6 +197,26 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 		weight += it.weight
 	}
 	s.d.inflight.Release(weight)
+}
+
+// markSending records, per partition, the highest offset among items
+// about to be sent: a drain that stops with records left unsent above
+// everything it sent can still end cleanly.
+func markSending(items []*item) {
+	var ps *partitionState
+	var highest int64
+	for _, it := range items {
+		if it.ps != ps {
+			if ps != nil {
+				ps.sending(highest)
+			}
+			ps, highest = it.ps, it.offset
+		}
+		highest = max(highest, it.offset)
+	}
+	if ps != nil {
+		ps.sending(highest)
+	}
 }
 
 // failItems fails the partitions of items, which are then not acknowledged.

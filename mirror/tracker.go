@@ -42,6 +42,9 @@ type partitionState struct {
 	skipped  []int64
 	first    int64
 	last     int64
+	// sentMax is the highest offset whose event was part of a send, -1
+	// if none; tracked with deduplication on.
+	sentMax int64
 }
 
 type pendingRecord struct {
@@ -51,7 +54,7 @@ type pendingRecord struct {
 }
 
 func newPartitionState(tp TopicPartition, hub string, committed int64) *partitionState {
-	return &partitionState{tp: tp, hub: hub, startCommitted: committed, committed: committed, first: -1, last: -1}
+	return &partitionState{tp: tp, hub: hub, startCommitted: committed, committed: committed, first: -1, last: -1, sentMax: -1}
 }
 
 // begin sets the first offset to read.
@@ -180,6 +183,21 @@ func (p *partitionState) isFailed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.failed
+}
+
+// sending records that the event of the record at offset is being sent.
+func (p *partitionState) sending(offset int64) {
+	p.mu.Lock()
+	p.sentMax = max(p.sentMax, offset)
+	p.mu.Unlock()
+}
+
+// nothingSentFrom reports whether no event of a record at or above offset
+// was ever sent: each was acknowledged below it, or left unsent.
+func (p *partitionState) nothingSentFrom(offset int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return offset >= p.next || p.sentMax < offset
 }
 
 // readMark returns the read position: every record below it was fetched
