@@ -405,22 +405,24 @@ func appendArrayElement(b []byte, v any) []byte {
 	return b
 }
 
-// fieldList encodes a described list of fields (a composite type). Trailing
-// null fields are trimmed, as the specification allows and go-amqp requires
-// ("invalid field count" if a server appends fields the client doesn't know).
+// fieldList encodes a described list of fields (a composite type) with every
+// field the specification defines, trailing nulls included, as the service
+// does: the specification allows trimming them, but the Python SDK's AMQP
+// stack reads attach and transfer fields by index (max-message-size, the
+// transfer payload after the eleventh field) and breaks on a shorter list.
+// Never more fields than defined: go-amqp refuses those ("invalid field
+// count").
 type fieldList struct {
-	buf     []byte
-	hdr     int // index of the list constructor
-	n       int // fields appended
-	nonNull int // fields up to and including the last non-null one
-	end     int // len(buf) after the last non-null field
+	buf []byte
+	hdr int // index of the list constructor
+	n   int // fields appended
 }
 
 func beginFields(b []byte, code uint64) fieldList {
 	b = AppendDescriptor(b, code)
 	hdr := len(b)
 	b = append(b, codeList32, 0, 0, 0, 0, 0, 0, 0, 0)
-	return fieldList{buf: b, hdr: hdr, end: len(b)}
+	return fieldList{buf: b, hdr: hdr}
 }
 
 // null appends an absent field.
@@ -432,8 +434,6 @@ func (f *fieldList) null() {
 // done records that a non-null field was appended directly to f.buf.
 func (f *fieldList) done() {
 	f.n++
-	f.nonNull = f.n
-	f.end = len(f.buf)
 }
 
 func (f *fieldList) uint(v uint32)      { f.buf = AppendUint(f.buf, v); f.done() }
@@ -522,13 +522,14 @@ func (f *fieldList) optRaw(v []byte) {
 	f.raw(v)
 }
 
-// finish trims trailing nulls, fills in size and count and returns the buffer.
+// finish fills in size and count and returns the buffer; a composite
+// without fields is an empty list.
 func (f *fieldList) finish() []byte {
-	b := f.buf[:f.end]
-	if f.nonNull == 0 {
+	b := f.buf
+	if f.n == 0 {
 		return append(b[:f.hdr], codeList0)
 	}
 	binary.BigEndian.PutUint32(b[f.hdr+1:], uint32(len(b)-f.hdr-5))
-	binary.BigEndian.PutUint32(b[f.hdr+5:], uint32(f.nonNull))
+	binary.BigEndian.PutUint32(b[f.hdr+5:], uint32(f.n))
 	return b
 }

@@ -226,6 +226,8 @@ func (m *Message) Append(b []byte) ([]byte, error) {
 		l.flag(h.FirstAcquirer)
 		if h.DeliveryCount != 0 {
 			l.uint(h.DeliveryCount)
+		} else {
+			l.null()
 		}
 		b = l.finish()
 	}

@@ -300,7 +300,12 @@ func (x *Begin) Append(b []byte) ([]byte, error) {
 	l.uint(x.OutgoingWindow)
 	if x.HandleMax != math.MaxUint32 && x.HandleMax != 0 {
 		l.uint(x.HandleMax)
+	} else {
+		l.null()
 	}
+	l.null() // offered-capabilities
+	l.null() // desired-capabilities
+	l.null() // properties
 	return l.finish(), nil
 }
 
@@ -559,6 +564,7 @@ func (x *Flow) Append(b []byte) ([]byte, error) {
 	l.optUint(x.Available)
 	l.flag(x.Drain)
 	l.flag(x.Echo)
+	l.null() // properties
 	return l.finish(), nil
 }
 
@@ -714,6 +720,8 @@ func (x *Detach) Append(b []byte) ([]byte, error) {
 			return b, err
 		}
 		l.done()
+	} else {
+		l.null()
 	}
 	return l.finish(), nil
 }
@@ -768,6 +776,8 @@ func appendErrorOnly(b []byte, code uint64, e *Error) ([]byte, error) {
 			return b, err
 		}
 		l.done()
+	} else {
+		l.null()
 	}
 	return l.finish(), nil
 }
@@ -933,6 +943,8 @@ func (x *SASLOutcome) Append(b []byte) ([]byte, error) {
 	l.ubyte(x.Code)
 	if x.AdditionalData != nil {
 		l.binary(x.AdditionalData)
+	} else {
+		l.null()
 	}
 	return l.finish(), nil
 }
