@@ -72,6 +72,9 @@ type conn struct {
 	peerMaxFrame uint32
 
 	sessions map[uint16]*session // by channel; reader goroutine only
+	// ended are the channels whose session the client ended and has not
+	// begun again; reader goroutine only.
+	ended map[uint16]bool
 
 	mu         sync.Mutex
 	replyLinks map[string]*link // RPC reply links by their target address
@@ -93,6 +96,7 @@ func newConn(srv *Server, nc net.Conn, id uint64) *conn {
 		log:          srv.log.With("conn", id, "remote", nc.RemoteAddr().String()),
 		peerMaxFrame: amqp.MinMaxFrameSize,
 		sessions:     map[uint16]*session{},
+		ended:        map[uint16]bool{},
 		replyLinks:   map[string]*link{},
 		replyNames:   map[string]*link{},
 		done:         make(chan struct{}),
@@ -352,6 +356,12 @@ func (c *conn) handleFrame(fh amqp.FrameHeader, body []byte) error {
 		return protocolError("amqp:illegal-state", "second open")
 	}
 	s := c.sessions[fh.Channel]
+	if s == nil && c.ended[fh.Channel] {
+		// The Python SDK detaches its management links after ending
+		// their session; like the service, ignore what follows an end.
+		c.log.Debug("frame after the client ended the session ignored", "channel", fh.Channel, "performative", fmt.Sprintf("0x%02x", code))
+		return nil
+	}
 	if s == nil {
 		return protocolError("amqp:connection:framing-error", "frame 0x%02x on channel %d without a session", code, fh.Channel)
 	}
@@ -367,6 +377,7 @@ func (c *conn) handleBegin(ch uint16, b *amqp.Begin) error {
 	}
 	s := newSession(c, ch, b)
 	c.sessions[ch] = s
+	delete(c.ended, ch)
 	return c.writeFrame(amqp.FrameTypeAMQP, ch, &amqp.Begin{
 		RemoteChannel:  &ch,
 		NextOutgoingID: 0,
@@ -379,6 +390,7 @@ func (c *conn) handleBegin(ch uint16, b *amqp.Begin) error {
 // endSession forgets a session the client ended.
 func (c *conn) endSession(s *session) {
 	delete(c.sessions, s.ch)
+	c.ended[s.ch] = true
 }
 
 // writeFrame encodes and buffers a frame; payload is written after the

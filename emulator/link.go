@@ -64,8 +64,11 @@ type link struct {
 	limit            int64 // largest delivery accepted
 
 	// RPC links.
-	node    string // "$cbs" or "$management"
-	address string // reply link: its target address (the requests' reply-to)
+	node string // "$cbs" or "$management"
+	// address is, for a reply link, its target address (the requests'
+	// reply-to); for a request link, its source address, where replies to
+	// requests without a reply-to go.
+	address string
 
 	// Producer links.
 	hub       *hub
@@ -214,6 +217,9 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 		switch addr {
 		case "$cbs", "$management":
 			l.kind, l.node, l.limit = kindRequest, addr, DefaultMaxMessageSize
+			if a.Source != nil {
+				l.address = a.Source.Address
+			}
 			if addr == "$cbs" {
 				refusal = s.c.claimCBS(l)
 			}
@@ -269,6 +275,11 @@ func (s *session) handleAttach(a *amqp.Attach) error {
 	}
 	if l.metrics {
 		reply.OfferedCapabilities = []amqp.Symbol{capabilityRuntimeMetric}
+	}
+	if a.Properties != nil {
+		// A link that sent properties gets a properties map back, never
+		// null: the Python SDK merges it into its own and fails on null.
+		reply.Properties = amqp.Map{}
 	}
 	log.Debug("attached")
 	s.mu.Lock()

@@ -314,3 +314,31 @@ func TestRawSingleMessageWithPartitionKey(t *testing.T) {
 		t.Fatalf("stored message differs from the one sent")
 	}
 }
+
+// TestFramesAfterEndAreIgnored: a client that detaches links after ending
+// their session (the Python SDK does, closing its management links) keeps
+// its connection; a channel that never had a session is still an error.
+func TestFramesAfterEndAreIgnored(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{Hubs: prodHubs()})
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	begin := &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 5000, OutgoingWindow: 5000}
+	r.write(amqp.FrameTypeAMQP, 0, begin, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.End{}, nil)
+	if _, ok := r.read().(*amqp.End); !ok {
+		t.Fatal("no end")
+	}
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Detach{Handle: 3}, nil)
+	r.write(amqp.FrameTypeAMQP, 0, begin, nil)
+	if got, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatalf("after a detach on an ended session: %+v, want the connection kept and a begin", got)
+	}
+	r.write(amqp.FrameTypeAMQP, 7, &amqp.Detach{Handle: 3}, nil)
+	if cl, ok := r.read().(*amqp.Close); !ok || cl.Error == nil || cl.Error.Condition != "amqp:connection:framing-error" {
+		t.Fatalf("detach on a channel without a session: %+v, want a framing-error close", cl)
+	}
+}

@@ -2,8 +2,8 @@ package emulator
 
 import (
 	"fmt"
-	"net"
 	"strconv"
+	"strings"
 
 	"github.com/ehmirror/ehmirror/emulator/amqp"
 )
@@ -17,7 +17,9 @@ type rpcResponse struct {
 
 // handleRequest answers a request delivered on a $cbs or $management request
 // link; the response goes to the reply link whose target address is the
-// request's reply-to, or else to the reply link named by it.
+// request's reply-to, or else to the reply link named by it. A request
+// without reply-to (the Python SDK sends none) is answered at the request
+// link's source address: its reply link attaches with that target.
 func (l *link) handleRequest(payload []byte) {
 	c := l.s.c
 	var req amqp.Message
@@ -25,8 +27,14 @@ func (l *link) handleRequest(payload []byte) {
 		c.log.Info("malformed RPC request", "node", l.node, "err", err)
 		return
 	}
-	if req.Properties == nil || req.Properties.ReplyTo == "" {
-		c.log.Info("RPC request without reply-to", "node", l.node)
+	if req.Properties == nil {
+		req.Properties = &amqp.Properties{}
+	}
+	if req.Properties.ReplyTo == "" {
+		req.Properties.ReplyTo = l.address
+	}
+	if req.Properties.ReplyTo == "" {
+		c.log.Info("RPC request without reply-to from a link without a source address", "node", l.node)
 		return
 	}
 	props := stringProps(req.ApplicationProperties)
@@ -35,9 +43,9 @@ func (l *link) handleRequest(payload []byte) {
 	case "$cbs":
 		resp = c.putToken(props, req.Value)
 	default:
-		resp = c.srv.management(props, c.nc.RemoteAddr())
+		resp = c.management(props)
 	}
-	c.log.Debug("RPC", "node", l.node, "operation", props["operation"], "name", props["name"], "status", resp.status)
+	c.log.Debug("RPC", "node", l.node, "operation", props["operation"], "name", props["name"], "status", resp.status, "description", resp.desc)
 	msg := amqp.Message{
 		Properties: &amqp.Properties{CorrelationID: req.Properties.MessageID},
 		ApplicationProperties: amqp.Map{
@@ -88,15 +96,22 @@ func stringProps(m amqp.Map) map[string]string {
 }
 
 // management handles a $management request: READ of com.microsoft:eventhub
-// or com.microsoft:partition.
-func (srv *Server) management(props map[string]string, remote net.Addr) rpcResponse {
+// or com.microsoft:partition. A string security_token must be valid for the
+// entity; without one (the Python SDK sends its token object, not a string)
+// the token the connection put on $cbs for the entity authorizes the read.
+func (c *conn) management(props map[string]string) rpcResponse {
+	srv := c.srv
 	if props["operation"] != "READ" {
 		return rpcResponse{status: 400, desc: fmt.Sprintf("unsupported $management operation %q", props["operation"])}
 	}
 	name := props["name"]
 	if !srv.cfg.AcceptAnyToken {
-		if _, err := srv.checkToken(props["security_token"], "sb://"+srv.cfg.Namespace+"/"+name, remote); err != nil {
-			return rpcResponse{status: 401, desc: err.Error()}
+		if token, ok := props["security_token"]; ok {
+			if _, err := srv.checkToken(token, "sb://"+srv.cfg.Namespace+"/"+name, c.nc.RemoteAddr()); err != nil {
+				return rpcResponse{status: 401, desc: err.Error()}
+			}
+		} else if c.authorize(name, 0) != nil {
+			return rpcResponse{status: 401, desc: fmt.Sprintf("Unauthorized access. The request has no security_token and the connection put no token for 'sb://%s/%s' on $cbs.", srv.cfg.Namespace, strings.ToLower(name))}
 		}
 	}
 	h, e := srv.lookupHub(name)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/net/websocket"
@@ -115,10 +116,16 @@ func (srv *Server) startTransports() {
 	if srv.wsLn != nil {
 		ws := websocket.Server{
 			Handshake: func(cfg *websocket.Config, r *http.Request) error {
-				if !slices.Contains(cfg.Protocol, "amqp") {
-					return fmt.Errorf("subprotocol %v, want amqp", cfg.Protocol)
+				// "amqp" (the AMQP WebSocket binding; Go, JavaScript) or
+				// "AMQPWSB10" (its draft name; .NET, Python), as the
+				// service accepts both.
+				i := slices.IndexFunc(cfg.Protocol, func(p string) bool {
+					return strings.EqualFold(p, "amqp") || strings.EqualFold(p, "AMQPWSB10")
+				})
+				if i < 0 {
+					return fmt.Errorf("subprotocol %v, want amqp or AMQPWSB10", cfg.Protocol)
 				}
-				cfg.Protocol = []string{"amqp"}
+				cfg.Protocol = []string{cfg.Protocol[i]}
 				return nil
 			},
 			Handler: func(ws *websocket.Conn) {
