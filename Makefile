@@ -11,7 +11,7 @@ LISTEN   ?= 127.0.0.1:5672
 # deadline exceeded" (golang/go#75804, fixed in go1.27).
 FUZZTIME ?= 100000x
 
-.PHONY: help demo test unit vet fmt-check fuzz infra-test conformance build package start dev-env emulator bench soak deploy clean browser
+.PHONY: help demo test unit vet fmt-check fuzz infra-test conformance build package start dev-env emulator bench soak deploy clean browser pysdk
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -29,13 +29,18 @@ fmt-check: ## fail when gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-unit: browser ## go test -race ./...
+unit: browser pysdk ## go test -race ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 browser: ## headless chromium for the status page test; installed with apt-get when CI=true and missing
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then :; \
 	elif [ "$$CI" = "true" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "the status page test needs a headless browser: apt-get install -y chromium"; fi
+
+pysdk: ## Microsoft's Python Event Hubs SDK (Debian's python3-azure) for the emulator's Python SDK test; installed with apt-get when CI=true and missing
+	@if /usr/bin/python3 -c 'import azure.eventhub, websocket' >/dev/null 2>&1; then :; \
+	elif [ "$$CI" = "true" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-azure python3-websocket; \
+	else echo "the emulator's Python SDK test needs: apt-get install -y python3-azure python3-websocket"; fi
 
 fuzz: ## short runs of every fuzz target (FUZZTIME executions each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./emulator/amqp
