@@ -48,11 +48,11 @@ func (s *Sink) consumer(hub string) (*azeventhubs.ConsumerClient, error) {
 // LastSequence returns the sequence number of the last event enqueued in
 // one partition of hub, or -1 when the partition holds none.
 func (s *Sink) LastSequence(ctx context.Context, hub, partitionID string) (int64, error) {
-	p, err := s.producer(hub)
-	if err != nil {
-		return 0, err
-	}
-	props, err := p.GetPartitionProperties(ctx, partitionID, nil)
+	var props azeventhubs.PartitionProperties
+	err := s.read(ctx, hub, func(p *producer) (err error) {
+		props, err = p.GetPartitionProperties(ctx, partitionID, nil)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("eventhubs: reading properties of %q partition %s: %w", hub, partitionID, classify(err))
 	}

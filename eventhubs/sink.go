@@ -29,9 +29,10 @@ type Options struct {
 	// Credential authenticates with Microsoft Entra ID (for example a
 	// managed identity from azidentity).
 	Credential azcore.TokenCredential
-	// Retry configures the SDK's own retries of each operation. The mirror
-	// retries on top of them until its drain deadline, so the defaults here
-	// are short: 2 retries, 200 ms first delay, 2 s maximum delay.
+	// Retry configures the retries of reads: hub and partition properties
+	// and new batches. The mirror retries on top of them until its drain
+	// deadline, so the defaults here are short: 2 retries, 200 ms first
+	// delay, 2 s maximum delay. Sends are never retried here (see Send).
 	Retry azeventhubs.RetryOptions
 	// HubInfoTTL is how long hub properties (partition ids) are cached.
 	// Default 5 minutes.
@@ -108,7 +109,12 @@ func (s *Sink) producer(hub string) (*producer, error) {
 	if p, ok := s.producers[hub]; ok {
 		return p, nil
 	}
-	opts := &azeventhubs.ProducerClientOptions{ApplicationID: "ehmirror", RetryOptions: s.opts.Retry}
+	// One attempt per call: a send the SDK retried after an error whose
+	// outcome it did not know could store a batch twice, out of the
+	// caller's sight. Reads are retried by the sink (read).
+	once := s.opts.Retry
+	once.MaxRetries = -1
+	opts := &azeventhubs.ProducerClientOptions{ApplicationID: "ehmirror", RetryOptions: once}
 	var p *azeventhubs.ProducerClient
 	var err error
 	if s.opts.ConnectionString != "" {
@@ -131,11 +137,11 @@ func (s *Sink) Hub(ctx context.Context, name string) (mirror.Hub, error) {
 	if ok && time.Since(c.fetched) < s.opts.HubInfoTTL {
 		return c.hub, nil
 	}
-	p, err := s.producer(name)
-	if err != nil {
-		return mirror.Hub{}, err
-	}
-	props, err := p.GetEventHubProperties(ctx, nil)
+	var props azeventhubs.EventHubProperties
+	err := s.read(ctx, name, func(p *producer) (err error) {
+		props, err = p.GetEventHubProperties(ctx, nil)
+		return err
+	})
 	if err != nil {
 		return mirror.Hub{}, fmt.Errorf("eventhubs: reading properties of %q: %w", name, classify(err))
 	}
@@ -146,20 +152,69 @@ func (s *Sink) Hub(ctx context.Context, name string) (mirror.Hub, error) {
 	return hub, nil
 }
 
+// read calls op with hub's producer until it succeeds, fails for good (no
+// such hub, no right), ctx ends, or the retries of Options.Retry are used
+// up. Producers make one attempt per call (see Send), so the operations
+// that may be repeated safely are retried here. After a lost connection the
+// producer is replaced: the SDK keeps using a management link whose
+// connection is gone, and every later read on it fails.
+func (s *Sink) read(ctx context.Context, hub string, op func(*producer) error) error {
+	delay := s.opts.Retry.RetryDelay
+	for attempt := int32(0); ; attempt++ {
+		p, err := s.producer(hub)
+		if err != nil {
+			return err
+		}
+		err = op(p)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if c := classify(err); errors.Is(c, mirror.ErrHubNotFound) || errors.Is(c, mirror.ErrUnauthorized) {
+			return err
+		}
+		if connectionLost(err) {
+			s.retire(hub, p)
+		}
+		if attempt >= s.opts.Retry.MaxRetries {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, s.opts.Retry.MaxRetryDelay)
+	}
+}
+
+// connectionLost reports whether err says the client's connection to the
+// service was lost.
+func connectionLost(err error) bool {
+	var ehErr *azeventhubs.Error
+	return errors.As(err, &ehErr) && ehErr.Code == azeventhubs.ErrorCodeConnectionLost
+}
+
 // NewBatch starts a batch for one partition of hub.
 func (s *Sink) NewBatch(ctx context.Context, hub, partitionID string) (mirror.Batch, error) {
-	p, err := s.producer(hub)
-	if err != nil {
-		return nil, err
-	}
-	b, err := p.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &partitionID})
+	var b *azeventhubs.EventDataBatch
+	err := s.read(ctx, hub, func(p *producer) (err error) {
+		b, err = p.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &partitionID})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("eventhubs: new batch for %q partition %s: %w", hub, partitionID, classify(err))
 	}
 	return &batch{hub: hub, partitionID: partitionID, b: b}, nil
 }
 
-// Send publishes a batch made by NewBatch.
+// Send publishes a batch made by NewBatch with one attempt of the SDK: after
+// an error the batch may or may not be stored, and the caller decides
+// whether to send it again. One resend remains the SDK's own: when a send
+// finds its link detached, the SDK recovers the link and sends once more at
+// once (its quick recovery), which stores the batch twice if the detach
+// came after the service stored it.
 func (s *Sink) Send(ctx context.Context, mb mirror.Batch) error {
 	b, ok := mb.(*batch)
 	if !ok {

@@ -60,6 +60,8 @@ type Sink interface {
 	// NewBatch starts an empty batch for one partition of a hub.
 	NewBatch(ctx context.Context, hub, partitionID string) (Batch, error)
 	// Send publishes a batch. It returns nil only when Event Hubs accepted
-	// every event in it.
+	// every event in it. It does not send the batch again after an error
+	// whose outcome it does not know: the drain decides (an error wrapping
+	// ErrThrottled means the batch was refused and not stored).
 	Send(ctx context.Context, b Batch) error
 }
