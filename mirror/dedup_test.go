@@ -544,3 +544,35 @@ func TestDedupSendsNothingWithoutStoredFloors(t *testing.T) {
 	t.Logf("drain without stored floors: %s; next: %d sent", rep2.Lines()[1], rep3.Records)
 	exactlyOnce(t, e, topic, map[string]int64{topic: 10})
 }
+
+// TestDedupConnectionLostBeforeTheAcknowledgement: the connection drops
+// after Event Hubs stored a batch and before its acknowledgement arrived.
+// With deduplication the batch is not sent again (neither by the SDK nor by
+// the drain); the next drain reads it back and sends only what is missing.
+func TestDedupConnectionLostBeforeTheAcknowledgement(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test4"
+	e.produceKeyed(topic, 4, 20, "a")
+	opts := mirror.Options{Deduplicate: true, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test4$`)}}
+	m := e.newMirror(opts)
+	e.emu.Faults().DelayDispositions(time.Second)
+	dropped := make(chan bool, 1)
+	go func() {
+		// Stored, its acknowledgement held back for a second: cut now.
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if e.emu.Stats().EventsStored > 0 {
+				dropped <- e.emu.Faults().DropConnections() > 0
+				return
+			}
+		}
+		dropped <- false
+	}()
+	rep1 := e.drain(m, mirror.Limits{MaxDuration: 20 * time.Second})
+	e.emu.Faults().Reset()
+	if !<-dropped {
+		t.Fatalf("no connection was dropped with a batch stored and unacknowledged: %v", rep1.Lines())
+	}
+	rep2 := e.drain(m, mirror.Limits{})
+	t.Logf("connection lost: %s; next: %d sent, %d found in the hub", rep1.Summary(), rep2.Records, alreadyMirrored(rep2))
+	exactlyOnce(t, e, topic, map[string]int64{topic: 20})
+}

@@ -80,8 +80,11 @@ func reconcileTimeout(d *drain) time.Duration {
 
 // startDedup reads the floors, reconciles partitions whose last commit was
 // not clean and commits each active partition's position with the new
-// floors before anything is sent. Failures are logged and reported; they
-// make the drain at-least-once, never skip a record.
+// floors before anything is sent. A partition whose floors or read-back
+// failed (the service did not answer) sends nothing in this drain: sending
+// could publish a record twice, and the next drain tries again. What cannot
+// be read at all (no Listen right, a commit without floors) is reported and
+// makes those partitions at-least-once; nothing is ever skipped unread.
 func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) {
 	if !d.m.opts.Deduplicate {
 		return
@@ -107,6 +110,15 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 	// Floors of every hub partition, read in parallel.
 	var wg sync.WaitGroup
 	var fmu sync.Mutex
+	unread := make(map[string]map[string]error) // hub -> partition id -> why its floor or read-back failed
+	failRead := func(hub, id string, err error) {
+		fmu.Lock()
+		defer fmu.Unlock()
+		if unread[hub] == nil {
+			unread[hub] = make(map[string]error)
+		}
+		unread[hub][id] = err
+	}
 	for name := range d.hubs {
 		if d.senders[name] != nil {
 			dd.floors[name] = make(map[string]int64)
@@ -123,6 +135,9 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 				seq, err := reader.LastSequence(ctx, name, id)
 				if err != nil {
 					problem(fmt.Sprintf("reading the last sequence number of event hub %q partition %s: %v", name, id, err))
+					if !errors.Is(err, ErrUnauthorized) {
+						failRead(name, id, fmt.Errorf("reading its last sequence number: %w", err))
+					}
 					return
 				}
 				fmu.Lock()
@@ -201,7 +216,8 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 				case errors.Is(err, ErrUnauthorized):
 					problem(listenProblem(hub))
 				case err != nil:
-					problem(fmt.Sprintf("reconciling event hub %q partition %s: %v; records not read back are sent again", hub, id, err))
+					problem(fmt.Sprintf("reconciling event hub %q partition %s: %v", hub, id, err))
+					failRead(hub, id, fmt.Errorf("reading back what earlier drains published: %w", err))
 				}
 			}()
 		}
@@ -217,6 +233,7 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 		d.logger.InfoContext(ctx, "reconciled after an unclean end", "partitions", len(byTP), "events_read", events.Load(), "records_found", found, "duration_ms", time.Since(began).Milliseconds())
 	}
 
+	d.failUnread(unread)
 	d.intentCommit(ctx, problem)
 	slices.Sort(problems)
 	problems = slices.Compact(problems)
@@ -227,6 +244,30 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 		d.rep.Deduplication = problems[0]
 		if len(problems) > 1 {
 			d.rep.Deduplication += fmt.Sprintf(" (and %d more problems)", len(problems)-1)
+		}
+	}
+}
+
+// failUnread fails, before anything is sent, the partitions that may publish
+// to a hub partition whose floor could not be read (their commits could not
+// store one) or that needed a read-back of one that failed.
+func (d *drain) failUnread(unread map[string]map[string]error) {
+	for _, ps := range d.order {
+		ids := unread[ps.hub]
+		if len(ids) == 0 || ps.isFailed() {
+			continue
+		}
+		inherited := d.dd.parts[ps].inherited
+		for _, id := range d.candidates(ps) {
+			if err, ok := ids[id]; ok {
+				ps.fail(fmt.Errorf("deduplication: event hub %q partition %s: %w; nothing sent, the next drain tries again", ps.hub, id, err))
+				break
+			}
+		}
+		for id := range inherited {
+			if err, ok := ids[id]; ok && !ps.isFailed() {
+				ps.fail(fmt.Errorf("deduplication: event hub %q partition %s: %w; nothing sent, the next drain tries again", ps.hub, id, err))
+			}
 		}
 	}
 }

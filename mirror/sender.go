@@ -186,7 +186,16 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 	if s.d.dd != nil {
 		markSending(items)
 	}
-	err := s.retry(workCtx, "sending a batch", func() error { return s.d.m.sink.Send(sendCtx, batch) })
+	err := s.retry(workCtx, "sending a batch", func() error {
+		err := s.d.m.sink.Send(sendCtx, batch)
+		if err != nil && s.d.dd != nil && !errors.Is(err, ErrThrottled) && !isFatal(err) {
+			// The batch may be stored: sending it again could store it
+			// twice. The partitions fail, and the next drain reads back
+			// what reached the hub.
+			return finalError{fmt.Errorf("%w (outcome unknown: not sent again; the next drain reads back what reached the hub)", err)}
+		}
+		return err
+	})
 	if err != nil {
 		s.failItems(fmt.Errorf("event hub %q partition %s: %w", s.hub, s.partitionID, err), items...)
 		return
@@ -247,7 +256,8 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		if err == nil {
 			return nil
 		}
-		if isFatal(err) {
+		var final finalError
+		if isFatal(err) || errors.As(err, &final) {
 			return err
 		}
 		throttled = throttled || errors.Is(err, ErrThrottled)
@@ -263,6 +273,12 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 }
 
 // isFatal reports errors that retrying cannot fix.
+// finalError is an error the sender must not retry, although it is not
+// fatal for the hub: only the batch's partitions fail.
+type finalError struct{ error }
+
+func (e finalError) Unwrap() error { return e.error }
+
 func isFatal(err error) bool {
 	return errors.Is(err, ErrHubNotFound) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrEventTooLarge)
 }
