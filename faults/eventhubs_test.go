@@ -70,18 +70,29 @@ func TestServerBusySustained(t *testing.T) {
 // every connection at arbitrary moments (a batch may then be stored without
 // its acknowledgement reaching the mirror).
 func TestConnectionDroppedMidBatch(t *testing.T) {
+	connectionDroppedMidBatch(t, "2a", "Event Hubs connection cut mid-batch, and all connections dropped", false)
+}
+
+// TestConnectionDroppedMidBatchDeduplicated (2a-d) is 2a with
+// MIRROR_DEDUPLICATE=true: a send whose connection was lost is not sent
+// again; the next drain reads back what reached the hub.
+func TestConnectionDroppedMidBatchDeduplicated(t *testing.T) {
+	connectionDroppedMidBatch(t, "2a-d", "as 2a, with MIRROR_DEDUPLICATE=true: zero duplicates", true)
+}
+
+func connectionDroppedMidBatch(t *testing.T, id, title string, dedup bool) {
 	e := newEnv(t, envConfig{})
-	f := newFigures(t, "2a", "Event Hubs connection cut mid-batch, and all connections dropped")
+	f := newFigures(t, id, title)
 	ctx := context.Background()
 	s := inProcess{
-		e: e, f: f, m: e.newMirror(mirror.Options{}), lim: mirror.Limits{MaxDuration: 2 * time.Second},
+		e: e, f: f, m: e.newMirror(mirror.Options{Deduplicate: dedup}), lim: mirror.Limits{MaxDuration: 2 * time.Second},
 		// 2 KiB values make batches of many AMQP frames.
 		producer: producerConfig{ValueSize: 2048, Batch: 8},
 	}
 	rounds := scale(4, 40)
 	var dropped int
 	before := e.emu.Stats().ConnectionsAccepted
-	s.run(ctx, func(ctx context.Context) {
+	_, v := s.run(ctx, func(ctx context.Context) {
 		for i := range rounds {
 			e.emu.Faults().DropNextTransfers(1)
 			e.inject("connection cut mid-batch")
@@ -97,6 +108,9 @@ func TestConnectionDroppedMidBatch(t *testing.T) {
 	f.note("%d connections dropped at arbitrary moments; the SDK reconnected %d times", dropped, reconnects)
 	if reconnects < int64(rounds) {
 		t.Errorf("only %d reconnections for %d cuts: the faults did not hit", reconnects, rounds)
+	}
+	if dedup && v.Duplicates != 0 {
+		t.Errorf("%d duplicates with MIRROR_DEDUPLICATE=true, want 0", v.Duplicates)
 	}
 }
 
