@@ -362,6 +362,14 @@ func (c *conn) handleFrame(fh amqp.FrameHeader, body []byte) error {
 		c.log.Debug("frame after the client ended the session ignored", "channel", fh.Channel, "performative", fmt.Sprintf("0x%02x", code))
 		return nil
 	}
+	if s == nil && code == amqp.CodeEnd {
+		// go-amqp ends the sessions it abandoned (a begin whose context
+		// ended), also one whose begin never reached the peer (seen
+		// under load), and expects no answer: ignore it and keep the
+		// connection and the sessions on it.
+		c.log.Info("end on a channel without a session ignored", "channel", fh.Channel)
+		return nil
+	}
 	if s == nil {
 		return protocolError("amqp:connection:framing-error", "frame 0x%02x on channel %d without a session", code, fh.Channel)
 	}

@@ -317,7 +317,9 @@ func TestRawSingleMessageWithPartitionKey(t *testing.T) {
 
 // TestFramesAfterEndAreIgnored: a client that detaches links after ending
 // their session (the Python SDK does, closing its management links) keeps
-// its connection; a channel that never had a session is still an error.
+// its connection, and so does one that ends a session it never began
+// (go-amqp, giving up on a begin, expects no answer); any other frame on a channel that never
+// had a session is still an error.
 func TestFramesAfterEndAreIgnored(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, Config{Hubs: prodHubs()})
@@ -336,6 +338,13 @@ func TestFramesAfterEndAreIgnored(t *testing.T) {
 	r.write(amqp.FrameTypeAMQP, 0, begin, nil)
 	if got, ok := r.read().(*amqp.Begin); !ok {
 		t.Fatalf("after a detach on an ended session: %+v, want the connection kept and a begin", got)
+	}
+	// An end on a channel that never had a session is ignored: the next
+	// begin on it is answered.
+	r.write(amqp.FrameTypeAMQP, 9, &amqp.End{}, nil)
+	r.write(amqp.FrameTypeAMQP, 9, begin, nil)
+	if got, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatalf("after an end on a channel without a session: %+v, want the connection kept and a begin", got)
 	}
 	r.write(amqp.FrameTypeAMQP, 7, &amqp.Detach{Handle: 3}, nil)
 	if cl, ok := r.read().(*amqp.Close); !ok || cl.Error == nil || cl.Error.Condition != "amqp:connection:framing-error" {
