@@ -49,7 +49,7 @@ func (s *Sink) consumer(hub string) (*azeventhubs.ConsumerClient, error) {
 // one partition of hub, or -1 when the partition holds none.
 func (s *Sink) LastSequence(ctx context.Context, hub, partitionID string) (int64, error) {
 	var props azeventhubs.PartitionProperties
-	err := s.read(ctx, hub, func(p *producer) (err error) {
+	err := s.read(ctx, hub, true, func(p *producer) (err error) {
 		props, err = p.GetPartitionProperties(ctx, partitionID, nil)
 		return err
 	})

@@ -138,7 +138,7 @@ func (s *Sink) Hub(ctx context.Context, name string) (mirror.Hub, error) {
 		return c.hub, nil
 	}
 	var props azeventhubs.EventHubProperties
-	err := s.read(ctx, name, func(p *producer) (err error) {
+	err := s.read(ctx, name, true, func(p *producer) (err error) {
 		props, err = p.GetEventHubProperties(ctx, nil)
 		return err
 	})
@@ -155,10 +155,13 @@ func (s *Sink) Hub(ctx context.Context, name string) (mirror.Hub, error) {
 // read calls op with hub's producer until it succeeds, fails for good (no
 // such hub, no right), ctx ends, or the retries of Options.Retry are used
 // up. Producers make one attempt per call (see Send), so the operations
-// that may be repeated safely are retried here. After a lost connection the
-// producer is replaced: the SDK keeps using a management link whose
-// connection is gone, and every later read on it fails.
-func (s *Sink) read(ctx context.Context, hub string, op func(*producer) error) error {
+// that may be repeated safely are retried here. With management set (op is
+// a $management read), a connection still lost on the second attempt
+// replaces the producer: the SDK keeps using a management link whose
+// connection is gone, and every later read on it fails. Sends and new
+// batches recover by themselves, and replacing the producer would fail the
+// sends in flight on it.
+func (s *Sink) read(ctx context.Context, hub string, management bool, op func(*producer) error) error {
 	delay := s.opts.Retry.RetryDelay
 	for attempt := int32(0); ; attempt++ {
 		p, err := s.producer(hub)
@@ -172,7 +175,7 @@ func (s *Sink) read(ctx context.Context, hub string, op func(*producer) error) e
 		if c := classify(err); errors.Is(c, mirror.ErrHubNotFound) || errors.Is(c, mirror.ErrUnauthorized) {
 			return err
 		}
-		if connectionLost(err) {
+		if management && attempt > 0 && connectionLost(err) {
 			s.retire(hub, p)
 		}
 		if attempt >= s.opts.Retry.MaxRetries {
@@ -199,7 +202,7 @@ func connectionLost(err error) bool {
 // NewBatch starts a batch for one partition of hub.
 func (s *Sink) NewBatch(ctx context.Context, hub, partitionID string) (mirror.Batch, error) {
 	var b *azeventhubs.EventDataBatch
-	err := s.read(ctx, hub, func(p *producer) (err error) {
+	err := s.read(ctx, hub, false, func(p *producer) (err error) {
 		b, err = p.NewEventDataBatch(ctx, &azeventhubs.EventDataBatchOptions{PartitionID: &partitionID})
 		return err
 	})
