@@ -329,7 +329,7 @@ func TestClaimCancelled(t *testing.T) {
 	addrs := c.ListenAddrs()
 	s1 := newTestSource(t, addrs, "g-cancel")
 	s2 := newTestSource(t, addrs, "g-cancel")
-	ctx := ctxT(t, 15*time.Second)
+	ctx := ctxT(t, 60*time.Second)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := s1.Claim(cctx, testTopics); !errors.Is(err, context.Canceled) {
@@ -353,11 +353,19 @@ func TestClaimCancelled(t *testing.T) {
 	// the group settles back to s1 alone.
 	waitLost(t, held, 5*time.Second)
 	_ = held.Release(ctx) // as a drain does when its claim is lost; s1 rejoins then (see settle)
-	deadline := time.Now().Add(8 * time.Second)
+	// If the abandoned member does not leave in time, the coordinator
+	// waits for its session (6 s) before s1's join completes: on a loaded
+	// machine a join may then exceed its bound, which is not the failure
+	// this test looks for.
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		cl, err := s1.Claim(ctx, testTopics)
 		if err != nil {
-			t.Fatal(err)
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			t.Logf("join not complete yet: %v", err)
+			continue
 		}
 		stable := len(cl.Assigned()) == 6
 		if stable {
