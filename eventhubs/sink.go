@@ -258,7 +258,7 @@ func (s *Sink) retire(hub string, p *producer) {
 		ctx, cancel := context.WithTimeout(context.Background(), retireTimeout)
 		defer cancel()
 		if err := p.Close(ctx); err != nil {
-			s.opts.Logger.Warn("closing an event hubs producer after a send with an unknown outcome", "hub", hub, "err", classify(err))
+			s.opts.Logger.Warn("closing a retired event hubs producer", "hub", hub, "err", classify(err))
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -257,16 +258,11 @@ func (d *drain) failUnread(unread map[string]map[string]error) {
 		if len(ids) == 0 || ps.isFailed() {
 			continue
 		}
-		inherited := d.dd.parts[ps].inherited
-		for _, id := range d.candidates(ps) {
+		// The hub partitions ps may publish to, and those it was to read back.
+		for _, id := range slices.Concat(d.candidates(ps), slices.Collect(maps.Keys(d.dd.parts[ps].inherited))) {
 			if err, ok := ids[id]; ok {
 				ps.fail(fmt.Errorf("deduplication: event hub %q partition %s: %w; nothing sent, the next drain tries again", ps.hub, id, err))
 				break
-			}
-		}
-		for id := range inherited {
-			if err, ok := ids[id]; ok && !ps.isFailed() {
-				ps.fail(fmt.Errorf("deduplication: event hub %q partition %s: %w; nothing sent, the next drain tries again", ps.hub, id, err))
 			}
 		}
 	}

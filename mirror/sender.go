@@ -116,10 +116,7 @@ func (s *sender) unsent(items ...*item) {
 // (workCtx's deadline), and until half the margin after ctx is canceled
 // (SIGTERM), leaving the rest of the margin to the final commit.
 func sendContext(ctx, workCtx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
-	deadline, ok := workCtx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
+	deadline, _ := workCtx.Deadline() // a drain's workCtx always has one
 	sendCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(margin*3/4))
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(margin/2, cancel) })
 	return sendCtx, func() {
@@ -272,13 +269,13 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 	}
 }
 
-// isFatal reports errors that retrying cannot fix.
 // finalError is an error the sender must not retry, although it is not
 // fatal for the hub: only the batch's partitions fail.
 type finalError struct{ error }
 
 func (e finalError) Unwrap() error { return e.error }
 
+// isFatal reports errors that retrying cannot fix.
 func isFatal(err error) bool {
 	return errors.Is(err, ErrHubNotFound) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrEventTooLarge)
 }
