@@ -24,8 +24,10 @@ var _ mirror.Control = (*Source)(nil)
 // holds a topic's control record.
 const controlPartition = 0
 
-// ControlGroup returns the name of the control group.
-func (s *Source) ControlGroup() string { return s.opts.Group + ".control" }
+// ControlGroup returns the name of the control group that holds the
+// control records of slot (mirror.ControlSlotDecision is "<group>.control",
+// mirror.ControlSlotKept "<group>.control.kept").
+func (s *Source) ControlGroup(slot string) string { return s.opts.Group + "." + slot }
 
 // OffsetsForTime returns, per partition, the earliest offset whose record
 // timestamp is at or after t (ListOffsets by timestamp), or the log end when
@@ -90,9 +92,10 @@ func (s *Source) OffsetsForTime(ctx context.Context, tps []mirror.TopicPartition
 	return out, nil
 }
 
-// GroupMembers returns how many members the mirror's consumer group has now
-// (drains of any instance are members while they run).
-func (s *Source) GroupMembers(ctx context.Context) (int, error) {
+// OtherMembers returns how many members the mirror's consumer group has now
+// besides this process's own (drains of other instances are members while
+// they run).
+func (s *Source) OtherMembers(ctx context.Context) (int, error) {
 	if s.isClosed() {
 		return 0, fmt.Errorf("kafka: describe group: %w", ErrClosed)
 	}
@@ -104,12 +107,17 @@ func (s *Source) GroupMembers(ctx context.Context) (int, error) {
 		if err != nil {
 			return err
 		}
+		own := s.ownMemberIDs()
 		n = 0
 		for _, g := range res.Groups {
 			if g.Error != nil && !errors.Is(g.Error, kafkago.GroupIdNotFound) {
 				return g.Error
 			}
-			n += len(g.Members)
+			for _, mb := range g.Members {
+				if !own[mb.MemberID] {
+					n++
+				}
+			}
 		}
 		return nil
 	})
@@ -119,8 +127,9 @@ func (s *Source) GroupMembers(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// ControlRecords returns the control records of topics ("" where none).
-func (s *Source) ControlRecords(ctx context.Context, topics []string) (map[string]string, error) {
+// ControlRecords returns the control records of topics in slot ("" where
+// none).
+func (s *Source) ControlRecords(ctx context.Context, slot string, topics []string) (map[string]string, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("kafka: control records: %w", ErrClosed)
 	}
@@ -128,7 +137,7 @@ func (s *Source) ControlRecords(ctx context.Context, topics []string) (map[strin
 	if len(topics) == 0 {
 		return out, nil
 	}
-	req := &kafkago.OffsetFetchRequest{GroupID: s.ControlGroup(), Topics: make(map[string][]int)}
+	req := &kafkago.OffsetFetchRequest{GroupID: s.ControlGroup(slot), Topics: make(map[string][]int)}
 	for _, t := range topics {
 		req.Topics[t] = []int{controlPartition}
 	}
@@ -161,19 +170,19 @@ func (s *Source) ControlRecords(ctx context.Context, topics []string) (map[strin
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kafka: control records of group %q: %w", s.ControlGroup(), err)
+		return nil, fmt.Errorf("kafka: control records of group %q: %w", s.ControlGroup(slot), err)
 	}
 	return out, nil
 }
 
-// WriteControlRecord stores a topic's control record: a simple commit
-// (generation -1, no member) in the control group.
-func (s *Source) WriteControlRecord(ctx context.Context, topic, record string) error {
+// WriteControlRecord stores a topic's control record in slot: a simple
+// commit (generation -1, no member) in the slot's control group.
+func (s *Source) WriteControlRecord(ctx context.Context, slot, topic, record string) error {
 	if s.isClosed() {
 		return fmt.Errorf("kafka: control record: %w", ErrClosed)
 	}
 	req := &kafkago.OffsetCommitRequest{
-		GroupID:      s.ControlGroup(),
+		GroupID:      s.ControlGroup(slot),
 		GenerationID: -1,
 		Topics:       map[string][]kafkago.OffsetCommit{topic: {{Partition: controlPartition, Offset: 0, Metadata: record}}},
 	}
@@ -194,7 +203,26 @@ func (s *Source) WriteControlRecord(ctx context.Context, topic, record string) e
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("kafka: control record of %q in group %q: %w", topic, s.ControlGroup(), err)
+		return fmt.Errorf("kafka: control record of %q in group %q: %w", topic, s.ControlGroup(slot), err)
 	}
 	return nil
+}
+
+// ownMemberIDs returns the member ids of this process's live memberships.
+func (s *Source) ownMemberIDs() map[string]bool {
+	s.mu.Lock()
+	members := make([]*membership, 0, len(s.members))
+	for m := range s.members {
+		members = append(members, m)
+	}
+	s.mu.Unlock()
+	own := make(map[string]bool, len(members))
+	for _, m := range members {
+		m.mu.Lock()
+		if m.memberID != "" {
+			own[m.memberID] = true
+		}
+		m.mu.Unlock()
+	}
+	return own
 }

@@ -18,13 +18,13 @@ func TestControl(t *testing.T) {
 	a := newTestSource(t, addrs, "g-control")
 	b := newTestSource(t, addrs, "g-control")
 
-	if recs, err := a.ControlRecords(ctx, testTopics); err != nil || len(recs) != 0 {
+	if recs, err := a.ControlRecords(ctx, mirror.ControlSlotDecision, testTopics); err != nil || len(recs) != 0 {
 		t.Fatalf("control records before any: %v %v", recs, err)
 	}
-	if err := a.WriteControlRecord(ctx, "prod.test1", `{"v":1,"paused":true}`); err != nil {
+	if err := a.WriteControlRecord(ctx, mirror.ControlSlotDecision, "prod.test1", `{"v":1,"paused":true}`); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := b.ControlRecords(ctx, testTopics)
+	recs, err := b.ControlRecords(ctx, mirror.ControlSlotDecision, testTopics)
 	if err != nil || recs["prod.test1"] != `{"v":1,"paused":true}` || recs["prod.test2"] != "" {
 		t.Fatalf("control records seen by another source: %v %v", recs, err)
 	}
@@ -33,15 +33,21 @@ func TestControl(t *testing.T) {
 		t.Fatalf("a control record touched the main group: %v %v", got, err)
 	}
 
-	if n, err := a.GroupMembers(ctx); err != nil || n != 0 {
+	if n, err := a.OtherMembers(ctx); err != nil || n != 0 {
 		t.Fatalf("members of an unused group: %d %v", n, err)
+	}
+	if recs, err := b.ControlRecords(ctx, mirror.ControlSlotKept, testTopics); err != nil || len(recs) != 0 {
+		t.Fatalf("a decision record showed in the kept slot: %v %v", recs, err)
 	}
 	cl, err := a.Claim(ctx, testTopics)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.GroupMembers(ctx); err != nil || n != 1 {
-		t.Errorf("members while a claim is held: %d %v", n, err)
+	if n, err := b.OtherMembers(ctx); err != nil || n != 1 {
+		t.Errorf("members of other processes while a claim is held: %d %v", n, err)
+	}
+	if n, err := a.OtherMembers(ctx); err != nil || n != 0 {
+		t.Errorf("the claiming process counted its own member: %d %v", n, err)
 	}
 	if err := cl.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -14,15 +14,27 @@ type Control interface {
 	// OffsetsForTime returns, per partition, the earliest offset whose
 	// record timestamp is at or after t, or the log end when none is.
 	OffsetsForTime(ctx context.Context, tps []TopicPartition, t time.Time) (map[TopicPartition]int64, error)
-	// GroupMembers returns how many members the consumer group has now.
-	GroupMembers(ctx context.Context) (int, error)
-	// ControlRecords returns the control record stored for each topic ("" or
-	// absent where none). Control records are kept apart from the group's
-	// committed offsets and their metadata.
-	ControlRecords(ctx context.Context, topics []string) (map[string]string, error)
-	// WriteControlRecord stores a topic's control record.
-	WriteControlRecord(ctx context.Context, topic, record string) error
+	// OtherMembers returns how many members the consumer group has now
+	// besides this process's own.
+	OtherMembers(ctx context.Context) (int, error)
+	// ControlRecords returns the control record stored in slot for each
+	// topic ("" or absent where none). Control records are kept apart from
+	// the group's committed offsets and their metadata.
+	ControlRecords(ctx context.Context, slot string, topics []string) (map[string]string, error)
+	// WriteControlRecord stores a topic's control record in slot.
+	WriteControlRecord(ctx context.Context, slot, topic, record string) error
 }
+
+// Control record slots. An operator's pause or resume is written to the
+// decision slot; drains only ever write the kept slot, with a copy of the
+// newest decision, so that Kafka's offset retention does not end a long
+// pause. A topic's pause state is the newer (by decision time) of the two,
+// so a drain's copy can never undo a decision made after it read the
+// records.
+const (
+	ControlSlotDecision = "control"
+	ControlSlotKept     = "control.kept"
+)
 
 // ErrBusy is returned (wrapped) when an offset reset finds its partitions
 // held by a drain, in this process or in another member of the group.
@@ -78,21 +90,61 @@ func clip(s string) string {
 
 // Pauses returns the paused topics among topics.
 func (m *Mirror) Pauses(ctx context.Context, topics []string) (map[string]Pause, error) {
+	states, err := m.pauseStates(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]Pause{}
+	for topic, st := range states {
+		if r := st.newest(); r != nil && r.Paused {
+			out[topic] = Pause{Topic: topic, Paused: true, By: r.By, At: r.At, Reason: r.Reason}
+		}
+	}
+	return out, nil
+}
+
+// pauseState is what the two control slots hold for one topic.
+type pauseState struct {
+	decision, kept *pauseRecord
+}
+
+// newest is the record with the later decision time (the operator's
+// decision on a tie), nil when neither slot holds one.
+func (st pauseState) newest() *pauseRecord {
+	switch {
+	case st.kept == nil:
+		return st.decision
+	case st.decision == nil || st.kept.At.After(st.decision.At):
+		return st.kept
+	default:
+		return st.decision
+	}
+}
+
+// pauseStates reads both control slots of topics; topics without any
+// record are left out.
+func (m *Mirror) pauseStates(ctx context.Context, topics []string) (map[string]pauseState, error) {
+	out := map[string]pauseState{}
 	if m.opts.Control == nil || len(topics) == 0 {
 		return out, nil
 	}
-	recs, err := m.opts.Control.ControlRecords(ctx, topics)
-	if err != nil {
-		return nil, fmt.Errorf("reading pauses: %w", err)
-	}
-	for topic, raw := range recs {
-		var r pauseRecord
-		if raw == "" || json.Unmarshal([]byte(raw), &r) != nil || r.V != pauseRecordVersion {
-			continue
+	for _, slot := range []string{ControlSlotDecision, ControlSlotKept} {
+		recs, err := m.opts.Control.ControlRecords(ctx, slot, topics)
+		if err != nil {
+			return nil, fmt.Errorf("reading pauses: %w", err)
 		}
-		if r.Paused {
-			out[topic] = Pause{Topic: topic, Paused: true, By: r.By, At: r.At, Reason: r.Reason}
+		for topic, raw := range recs {
+			var r pauseRecord
+			if raw == "" || json.Unmarshal([]byte(raw), &r) != nil || r.V != pauseRecordVersion {
+				continue
+			}
+			st := out[topic]
+			if slot == ControlSlotDecision {
+				st.decision = &r
+			} else {
+				st.kept = &r
+			}
+			out[topic] = st
 		}
 	}
 	return out, nil
@@ -116,7 +168,7 @@ func (m *Mirror) SetPaused(ctx context.Context, topic string, paused bool, by, r
 	if err != nil {
 		return Pause{}, fmt.Errorf("encoding the pause record: %w", err)
 	}
-	if err := m.opts.Control.WriteControlRecord(ctx, topic, string(raw)); err != nil {
+	if err := m.opts.Control.WriteControlRecord(ctx, ControlSlotDecision, topic, string(raw)); err != nil {
 		return Pause{}, fmt.Errorf("storing the pause of %q: %w", topic, err)
 	}
 	msg := "topic resumed"
@@ -142,21 +194,17 @@ func (m *Mirror) mirroredTopic(ctx context.Context, field, name string) (Topic, 
 	return Topic{}, inputErr(field, "unknown topic %q: not a mirrored Kafka topic (see KAFKA_TOPICS_INCLUDE and KAFKA_TOPICS_EXCLUDE)", name)
 }
 
-// pauseRefreshInterval is how often a process re-writes the pause records
-// it sees. Kafka expires the offsets of a group without members
-// offsets.retention.minutes (7 days by default) after their last commit;
-// re-writing them keeps a long pause from ending by itself.
-const pauseRefreshInterval = time.Hour
-
-// refreshPauses re-writes the records of paused topics, unchanged, at most
-// once per pauseRefreshInterval per process. Failures are logged: the
-// records stay valid for days.
-func (m *Mirror) refreshPauses(ctx context.Context, pauses map[string]Pause) {
-	if len(pauses) == 0 {
-		return
-	}
+// refreshPauses copies, at most once per Options.PauseRefresh per process,
+// the newest pause decision of each topic into the kept slot: a paused
+// topic's record is re-written so Kafka's offset retention (the control
+// group has no members; offsets.retention.minutes, 7 days by default) never
+// ends a long pause, and a kept copy older than the operator's last
+// decision is replaced. It never writes the decision slot, so it cannot
+// undo a pause or resume made after it read the records. Failures are
+// logged: the records stay valid for days.
+func (m *Mirror) refreshPauses(ctx context.Context, states map[string]pauseState) {
 	m.mu.Lock()
-	due := time.Since(m.pausesRefreshed) >= pauseRefreshInterval
+	due := time.Since(m.pausesRefreshed) >= m.opts.PauseRefresh
 	if due {
 		m.pausesRefreshed = time.Now()
 	}
@@ -164,10 +212,14 @@ func (m *Mirror) refreshPauses(ctx context.Context, pauses map[string]Pause) {
 	if !due {
 		return
 	}
-	for topic, p := range pauses {
-		raw, err := json.Marshal(pauseRecord{V: pauseRecordVersion, Paused: true, By: p.By, At: p.At, Reason: p.Reason})
+	for topic, st := range states {
+		r := st.newest()
+		if r == nil || (!r.Paused && r == st.kept) || (!r.Paused && st.kept == nil) {
+			continue
+		}
+		raw, err := json.Marshal(r)
 		if err == nil {
-			err = m.opts.Control.WriteControlRecord(ctx, topic, string(raw))
+			err = m.opts.Control.WriteControlRecord(ctx, ControlSlotKept, topic, string(raw))
 		}
 		if err != nil {
 			m.opts.Logger.WarnContext(ctx, "re-writing a pause record", "topic", topic, "err", err)
@@ -180,17 +232,13 @@ func (m *Mirror) dropPaused(ctx context.Context, topics []Topic) (kept []Topic, 
 	if m.opts.Control == nil {
 		return topics, nil, nil
 	}
-	names := make([]string, len(topics))
-	for i, t := range topics {
-		names[i] = t.Name
-	}
-	pauses, err := m.Pauses(ctx, names)
+	states, err := m.pauseStates(ctx, topicNames(topics))
 	if err != nil {
 		return nil, nil, err
 	}
-	m.refreshPauses(ctx, pauses)
+	m.refreshPauses(ctx, states)
 	for _, t := range topics {
-		if _, ok := pauses[t.Name]; ok {
+		if r := states[t.Name].newest(); r != nil && r.Paused {
 			paused = append(paused, t.Name)
 		} else {
 			kept = append(kept, t)

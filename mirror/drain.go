@@ -47,23 +47,30 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	workCtx, cancelWork := context.WithDeadline(ctx, deadline.Add(-margin))
 	defer cancelWork()
 
-	topics, err := m.selectTopics(workCtx, lim.Topics)
+	mirrored, err := m.selectTopics(workCtx, nil)
 	if err != nil {
 		rep.Stopped = StopFailed
 		return rep, err
 	}
+	topics := narrowed(mirrored, lim.Topics)
 	if topics, rep.Paused, err = m.dropPaused(workCtx, topics); err != nil {
 		rep.Stopped = StopFailed
 		return rep, err
 	}
 	hubs, names := m.resolveHubs(workCtx, topics, rep)
-	if len(names) == 0 {
+	if len(names) == 0 && len(rep.Paused) == 0 {
 		rep.Stopped = StopNothingToDo
 		return rep, nil
 	}
 
+	// The claim subscribes to every mirrored topic, also those this
+	// drain does not read (paused, narrowed out, without a hub): Kafka
+	// expires the committed offsets of topics a group with members does
+	// not subscribe to (KIP-496), which would lose a long pause's
+	// position; and drains, catch-ups and resets of this process share
+	// one subscription, so none of them rebalances the others.
 	mark := m.holdMark() // before the claim reads committed offsets
-	claim, err := m.source.Claim(workCtx, names)
+	claim, err := m.source.Claim(workCtx, topicNames(mirrored))
 	if err != nil {
 		rep.Stopped = StopFailed
 		return rep, fmt.Errorf("joining consumer group: %w", err)
@@ -79,7 +86,9 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	assigned := claim.Assigned()
 	tps := make([]TopicPartition, 0, len(assigned))
 	for tp := range assigned {
-		tps = append(tps, tp)
+		if slices.Contains(names, tp.Topic) {
+			tps = append(tps, tp)
+		}
 	}
 	sortTopicPartitions(tps)
 	got, busy := m.hold(run, tps, mark)

@@ -34,6 +34,9 @@ type Mirror struct {
 	// listen caches, per hub, whether the credentials can read it
 	// (deduplication).
 	listen map[string]listenCheck
+	// readBacks keep the progress of read-backs that ran out of time
+	// (deduplication), so the next drain goes on from there.
+	readBacks map[readBackKey]*readBackKept
 }
 
 // New returns a Mirror reading from source and publishing to sink.
@@ -51,6 +54,7 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 
 		releasedAt: make(map[TopicPartition]uint64),
 		listen:     make(map[string]listenCheck),
+		readBacks:  make(map[readBackKey]*readBackKept),
 	}, nil
 }
 
@@ -91,6 +95,29 @@ func (m *Mirror) release(tps []TopicPartition) {
 		delete(m.held, tp)
 		m.releasedAt[tp] = m.releases
 	}
+}
+
+// narrowed returns the topics that match narrow (all when nil).
+func narrowed(topics []Topic, narrow *TopicFilter) []Topic {
+	if narrow == nil {
+		return topics
+	}
+	var out []Topic
+	for _, t := range topics {
+		if narrow.Match(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// topicNames returns the names of topics.
+func topicNames(topics []Topic) []string {
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // selectTopics lists the topics to mirror now, with their partition counts.

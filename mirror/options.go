@@ -80,6 +80,10 @@ type Options struct {
 	// Control enables offset resets and pauses; nil: neither is available
 	// and no topic is ever paused.
 	Control Control
+	// PauseRefresh is how often a process re-writes the pause records it
+	// sees, so that Kafka's offset retention never ends a pause. Default
+	// 1 h.
+	PauseRefresh time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -125,6 +129,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.PauseRefresh <= 0 {
+		o.PauseRefresh = time.Hour
 	}
 	return o, nil
 }

@@ -41,6 +41,13 @@ type commitMeta struct {
 	// committed offset was published: the drain ended and committed
 	// everything it sent.
 	Clean bool
+	// From ("from=N"), with Floors, is the lowest offset whose event a
+	// read-back may count as published: an offset reset that moves a
+	// position whose last drain ended unclean keeps that drain's floors
+	// and sets From to the offset it replaced, so the records between the
+	// new and the old position are sent again (what the reset said) and
+	// those above it are not. 0 when absent.
+	From int64
 }
 
 // encode renders m; it fails when the result would exceed
@@ -65,6 +72,10 @@ func (m commitMeta) encode() (string, error) {
 	}
 	if m.Clean {
 		b.WriteString(" clean=1")
+	}
+	if m.From > 0 && len(m.Floors) > 0 {
+		b.WriteString(" from=")
+		b.WriteString(strconv.FormatInt(m.From, 10))
 	}
 	if len(m.Floors) > 0 {
 		ids := make([]string, 0, len(m.Floors))
@@ -123,6 +134,10 @@ func parseCommitMeta(s string) (m commitMeta, ok bool) {
 			m.Clean = val == "1"
 		case "seq":
 			m.Floors = parseFloors(val)
+		case "from":
+			if n, err := strconv.ParseInt(val, 10, 64); err == nil && n > 0 {
+				m.From = n
+			}
 		}
 	}
 	return m, true

@@ -66,8 +66,16 @@ type dedup struct {
 type dedupPart struct {
 	// metaClean: the metadata stored with the group's commit says clean.
 	metaClean bool
-	// inherited are the floors of the last, unclean commit.
+	// unresolved: the stored metadata is not clean and this drain could
+	// not settle it (the read-back failed or the partition failed before
+	// it was read): the drain must not replace that metadata, so the
+	// next drain still reads back.
+	unresolved bool
+	// inherited are the floors of the last, unclean commit; from is the
+	// lowest offset the read-back may find (an offset reset keeps the
+	// floors of the position it replaced and sets it: see commitMeta.From).
 	inherited map[string]int64
+	from      int64
 	// present maps offsets of records found in the hub to their digest.
 	present    map[int64]uint64
 	presentMax int64
@@ -98,6 +106,7 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 	dd := &dedup{reader: reader, floors: make(map[string]map[string]int64), parts: make(map[*partitionState]*dedupPart)}
 	d.dd = dd
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout(d))
 	defer cancel()
 	var problems []string
@@ -175,17 +184,26 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 	reads := make(map[string]map[string]*span)
 	byTP := make(map[TopicPartition]*partitionState)
 	for _, ps := range d.order {
-		cm, _ := parseCommitMeta(meta[ps.tp])
+		cm, ours := parseCommitMeta(meta[ps.tp])
 		dp := &dedupPart{metaClean: cm.Clean, presentMax: -1}
 		dd.parts[ps] = dp
-		if ps.isFailed() || cm.Clean || ps.startCommitted == NoOffset || ps.start != ps.startCommitted || ps.note != "" {
+		if ps.isFailed() {
+			// Nothing is read or sent; what the last commit says stays
+			// for the next drain.
+			dp.unresolved = ours && !cm.Clean
+			continue
+		}
+		// A partition that resumes past a retention gap (start above the
+		// committed offset) is read back too: what the earlier drain
+		// published above the gap is still in the hub.
+		if cm.Clean || ps.startCommitted == NoOffset || ps.start < ps.startCommitted || ps.note != "" {
 			continue
 		}
 		if cm.Floors == nil || cm.Hub != ps.hub || cm.TopicID != d.ids[ps.tp.Topic] {
 			problem(fmt.Sprintf("%s: the last commit was not a clean end and carries no usable sequence numbers; records after offset %d may be sent twice", ps.tp, ps.start))
 			continue
 		}
-		dp.inherited = cm.Floors
+		dp.inherited, dp.from = cm.Floors, max(cm.From, ps.start)
 		byTP[ps.tp] = ps
 		for id, after := range cm.Floors {
 			until, ok := dd.floors[ps.hub][id]
@@ -209,15 +227,30 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := reader.ReadAfter(ctx, hub, id, sp.after, sp.until, func(ev StoredEvent) {
-					events.Add(1)
-					dd.saw(byTP, hub, ev)
-				})
+				// A read-back that ran out of time in an earlier drain of
+				// this process goes on where it stopped.
+				key := readBackKey{hub: hub, partitionID: id, after: sp.after}
+				kept, reached := d.m.readBackProgress(key)
+				for _, rb := range kept {
+					dd.saw(byTP, hub, rb)
+				}
+				var err error
+				if reached < sp.until {
+					err = reader.ReadAfter(ctx, hub, id, reached, sp.until, func(ev StoredEvent) {
+						events.Add(1)
+						if rb, ok := readBackOf(ev); ok {
+							dd.saw(byTP, hub, rb)
+							kept = append(kept, rb)
+						}
+						reached = max(reached, ev.Sequence)
+					})
+				}
+				d.m.keepReadBackProgress(key, kept, reached)
 				switch {
 				case errors.Is(err, ErrUnauthorized):
 					problem(listenProblem(hub))
 				case err != nil:
-					problem(fmt.Sprintf("reconciling event hub %q partition %s: %v", hub, id, err))
+					problem(fmt.Sprintf("reconciling event hub %q partition %s: %v (read up to sequence number %d of %d; the next drain goes on from there)", hub, id, err, reached, sp.until))
 					failRead(hub, id, fmt.Errorf("reading back what earlier drains published: %w", err))
 				}
 			}()
@@ -235,7 +268,11 @@ func (d *drain) startDedup(ctx context.Context, meta map[TopicPartition]string) 
 	}
 
 	d.failUnread(unread)
-	d.intentCommit(ctx, problem)
+	// The commit has time of its own: a read-back that used its whole
+	// bound must not leave it none.
+	commitCtx, cancelCommit := context.WithTimeout(parent, commitTimeout)
+	defer cancelCommit()
+	d.intentCommit(commitCtx, problem)
 	slices.Sort(problems)
 	problems = slices.Compact(problems)
 	for _, p := range problems {
@@ -262,34 +299,54 @@ func (d *drain) failUnread(unread map[string]map[string]error) {
 		for _, id := range slices.Concat(d.candidates(ps), slices.Collect(maps.Keys(d.dd.parts[ps].inherited))) {
 			if err, ok := ids[id]; ok {
 				ps.fail(fmt.Errorf("deduplication: event hub %q partition %s: %w; nothing sent, the next drain tries again", ps.hub, id, err))
+				d.dd.mu.Lock()
+				dp := d.dd.parts[ps]
+				dp.unresolved = !dp.metaClean
+				d.dd.mu.Unlock()
 				break
 			}
 		}
 	}
 }
 
-// saw records an event read back from hub when it is one of a reconciled
-// partition's records above its committed offset.
-func (dd *dedup) saw(byTP map[TopicPartition]*partitionState, hub string, ev StoredEvent) {
+// readBack is what reconciliation keeps of an event read back: the record
+// it stands for and a digest of its content.
+type readBack struct {
+	tp     TopicPartition
+	offset int64
+	digest uint64
+}
+
+// readBackOf returns what ev stands for, ok false when it carries no
+// provenance the mirror wrote (its message id must match it).
+func readBackOf(ev StoredEvent) (rb readBack, ok bool) {
 	topic, _ := ev.Properties[PropTopic].(string)
 	part, ok1 := ev.Properties[PropPartition].(int64)
 	off, ok2 := ev.Properties[PropOffset].(int64)
-	if !ok1 || !ok2 || part < 0 || part > 1<<31-1 {
+	if !ok1 || !ok2 || part < 0 || part > 1<<31-1 || ev.MessageID != MessageID(topic, int32(part), off) {
+		return rb, false
+	}
+	return readBack{tp: TopicPartition{Topic: topic, Partition: int32(part)}, offset: off, digest: eventDigest(ev.Body, ev.Properties)}, true
+}
+
+// saw records an event read back from hub when it is one of a reconciled
+// partition's records at or above the lowest offset it may find.
+func (dd *dedup) saw(byTP map[TopicPartition]*partitionState, hub string, rb readBack) {
+	ps := byTP[rb.tp]
+	if ps == nil || ps.hub != hub {
 		return
 	}
-	ps := byTP[TopicPartition{Topic: topic, Partition: int32(part)}]
-	if ps == nil || ps.hub != hub || off < ps.start || ev.MessageID != MessageID(topic, int32(part), off) {
-		return
-	}
-	dg := eventDigest(ev.Body, ev.Properties)
 	dd.mu.Lock()
 	defer dd.mu.Unlock()
 	dp := dd.parts[ps]
+	if rb.offset < dp.from {
+		return
+	}
 	if dp.present == nil {
 		dp.present = make(map[int64]uint64)
 	}
-	dp.present[off] = dg
-	dp.presentMax = max(dp.presentMax, off)
+	dp.present[rb.offset] = rb.digest
+	dp.presentMax = max(dp.presentMax, rb.offset)
 }
 
 // already reports whether r's event was read back from the hub, with the
@@ -327,19 +384,21 @@ func (d *drain) candidates(ps *partitionState) []string {
 }
 
 // floorsFor returns the floors to store with a commit of ps at offset p, or
-// nil when one is unknown.
-func (d *drain) floorsFor(ps *partitionState, p int64) map[string]int64 {
+// nil when one is unknown, and the lowest offset a read-back from them may
+// count (see commitMeta.From).
+func (d *drain) floorsFor(ps *partitionState, p int64) (map[string]int64, int64) {
 	dd := d.dd
 	floors := make(map[string]int64)
 	for _, id := range d.candidates(ps) {
 		f, ok := dd.floors[ps.hub][id]
 		if !ok {
-			return nil
+			return nil, 0
 		}
 		floors[id] = f
 	}
 	dd.mu.Lock()
 	defer dd.mu.Unlock()
+	var from int64
 	if dp := dd.parts[ps]; dp != nil && dp.inherited != nil && p <= dp.presentMax {
 		// Records found in the hub above p were published before this
 		// drain's floors: keep the older floors until they are committed.
@@ -348,8 +407,13 @@ func (d *drain) floorsFor(ps *partitionState, p int64) map[string]int64 {
 				floors[id] = f
 			}
 		}
+		if dp.from > p && ps.nothingSentFrom(p) {
+			// Nothing of this drain above p is unacknowledged: only
+			// what was there before this drain is read back.
+			from = dp.from
+		}
 	}
-	return floors
+	return floors, from
 }
 
 // commitMetaFor returns the metadata to store with a commit of ps at p.
@@ -366,7 +430,7 @@ func (d *drain) commitMetaFor(ctx context.Context, ps *partitionState, p int64) 
 		// hub (published by an earlier drain) lies above p.
 		cm.Clean = true
 	} else {
-		cm.Floors = d.floorsFor(ps, p)
+		cm.Floors, cm.From = d.floorsFor(ps, p)
 	}
 	s, err := cm.encode()
 	if err != nil && cm.Floors != nil {
@@ -398,7 +462,7 @@ func (d *drain) needsCleanMark(ps *partitionState, p int64) bool {
 	d.dd.mu.Lock()
 	defer d.dd.mu.Unlock()
 	dp := d.dd.parts[ps]
-	return dp != nil && !dp.metaClean && p > dp.presentMax
+	return dp != nil && !dp.metaClean && !dp.unresolved && p > dp.presentMax
 }
 
 // committedMeta records whether the metadata just committed for ps is clean.
@@ -584,4 +648,60 @@ func (d *drain) dedupReport() {
 	} else {
 		d.rep.Deduplication += "; " + msg
 	}
+}
+
+// readBackKey names one read-back: a hub partition read from a floor.
+type readBackKey struct {
+	hub, partitionID string
+	after            int64
+}
+
+// readBackKept is the progress of a read-back that did not finish.
+type readBackKept struct {
+	events  []readBack
+	reached int64
+	used    time.Time
+}
+
+// Bounds of the read-back progress a Mirror keeps between drains.
+const (
+	readBackKeptEvents = 1 << 20
+	readBackKeptFor    = 15 * time.Minute
+)
+
+// readBackProgress returns what earlier drains of this process read back
+// from key and the sequence number they reached (key.after when none).
+func (m *Mirror) readBackProgress(key readBackKey) ([]readBack, int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.readBacks[key]
+	if !ok {
+		return nil, key.after
+	}
+	return slices.Clone(k.events), k.reached
+}
+
+// keepReadBackProgress stores how far a read-back of key got, so that a
+// drain whose read-back ran out of time does not leave the next one the
+// same range to read. Progress older than readBackKeptFor is dropped, and
+// none is kept past readBackKeptEvents events in all.
+func (m *Mirror) keepReadBackProgress(key readBackKey, events []readBack, reached int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	total := len(events)
+	for k, v := range m.readBacks {
+		if k != key && now.Sub(v.used) > readBackKeptFor {
+			delete(m.readBacks, k)
+			continue
+		}
+		if k != key {
+			total += len(v.events)
+		}
+	}
+	if reached <= key.after || total > readBackKeptEvents {
+		delete(m.readBacks, key)
+		return
+	}
+	m.readBacks[key] = &readBackKept{events: events, reached: reached, used: now}
 }

@@ -95,7 +95,14 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	if err := m.awaitEmptyGroup(ctx); err != nil {
 		return nil, err
 	}
-	claim, err := m.source.Claim(ctx, req.Topics)
+	// The claim subscribes to every mirrored topic, as drains do: it
+	// shares this process's membership, and no topic leaves the group's
+	// subscription while the reset runs.
+	mirrored, err := m.selectTopics(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	claim, err := m.source.Claim(ctx, topicNames(mirrored))
 	if err != nil {
 		return nil, fmt.Errorf("joining consumer group for the reset: %w", err)
 	}
@@ -119,14 +126,19 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	if err := m.plan(ctx, req, tps, assigned, res); err != nil {
 		return nil, err
 	}
-	metas, err := m.resetMetadata(ctx, req.Topics)
+	ids, err := m.topicIDs(ctx, req.Topics)
 	if err != nil {
 		return nil, err
 	}
+	old := claim.AssignedMetadata()
 	offsets := make(map[TopicPartition]CommitOffset, len(res.Partitions))
 	for _, p := range res.Partitions {
 		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		offsets[tp] = CommitOffset{Offset: p.After, Metadata: metas[p.Topic]}
+		meta, err := m.resetMetadata(tp, p.Before, old[tp], ids[p.Topic]).encode()
+		if err != nil {
+			return nil, fmt.Errorf("reset of %s: %w", tp, err)
+		}
+		offsets[tp] = CommitOffset{Offset: p.After, Metadata: meta}
 	}
 	if err := claim.CommitWithMetadata(ctx, offsets); err != nil {
 		return nil, fmt.Errorf("committing the reset: %w", err)
@@ -146,13 +158,16 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 const emptyGroupWait = 8 * time.Second
 
 // awaitEmptyGroup waits up to emptyGroupWait for the consumer group to have
-// no members; a drain that holds partitions in any instance is a member.
-// Joining while one runs would make the group rebalance and cut that drain
-// short, so the reset is refused with ErrBusy instead.
+// no members besides this process's own; a drain that holds partitions in
+// another instance is a member. Joining while one runs would make the group
+// rebalance and cut that drain short, so the reset is refused with ErrBusy
+// instead. This process's own member is shared by the reset's claim (it
+// subscribes to paused topics too), so a drain following other topics here
+// goes on.
 func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
 	deadline := time.Now().Add(emptyGroupWait)
 	for {
-		n, err := m.opts.Control.GroupMembers(ctx)
+		n, err := m.opts.Control.OtherMembers(ctx)
 		if err != nil {
 			return err
 		}
@@ -160,7 +175,7 @@ func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: the consumer group has %d members (a drain is running); try again when it ends, or pause the topics first", ErrBusy, n)
+			return fmt.Errorf("%w: the consumer group has %d members in other processes (a drain is running there); try again when it ends, or pause the topics first", ErrBusy, n)
 		}
 		if !sleep(ctx, 250*time.Millisecond) {
 			return ctx.Err()
@@ -168,11 +183,9 @@ func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
 	}
 }
 
-// resetMetadata returns the commit metadata an offset reset writes, per
-// topic, in the format of a drain's own commits (the topic's id): this is
-// the one place where resets make metadata, so the next drain checks the
-// reset position as it checks its own commits.
-func (m *Mirror) resetMetadata(ctx context.Context, topics []string) (map[string]string, error) {
+// topicIDs returns the ids of topics (KIP-516; "" where the broker has
+// none), failing when one no longer exists.
+func (m *Mirror) topicIDs(ctx context.Context, topics []string) (map[string]string, error) {
 	listed, err := m.source.Topics(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading topic ids: %w", err)
@@ -187,13 +200,34 @@ func (m *Mirror) resetMetadata(ctx context.Context, topics []string) (map[string
 		if !ok {
 			return nil, fmt.Errorf("topic %q no longer exists", name)
 		}
-		meta, err := commitMeta{TopicID: id}.encode()
-		if err != nil {
-			return nil, err
-		}
-		out[name] = meta
+		out[name] = id
 	}
 	return out, nil
+}
+
+// resetMetadata is the commit metadata an offset reset of tp writes, in the
+// format of a drain's own commits (the topic's id), so the next drain checks
+// the reset position as it checks its own commits. With deduplication on it
+// keeps what the replaced position said about Event Hubs: a position whose
+// last drain ended unclean keeps that drain's floors, with From set to the
+// replaced offset (records from there on may be in the hub and are read
+// back; those below it are sent again, as the reset's plan says); any other
+// position is clean (nothing at or above it was published by the mirror
+// but what the plan counts as resent).
+func (m *Mirror) resetMetadata(tp TopicPartition, before int64, oldMeta, topicID string) commitMeta {
+	cm := commitMeta{TopicID: topicID}
+	if !m.opts.Deduplicate {
+		return cm
+	}
+	cm.Hub = m.router.Hub(tp.Topic)
+	old, ours := parseCommitMeta(oldMeta)
+	switch {
+	case before == NoOffset || !ours || old.Clean:
+		cm.Clean = true
+	case old.Floors != nil && old.Hub == cm.Hub && old.TopicID == topicID:
+		cm.Floors, cm.From = old.Floors, max(before, old.From)
+	}
+	return cm
 }
 
 // resetPartitions validates the request and lists its partitions.
@@ -259,6 +293,7 @@ func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartitio
 	if err != nil {
 		return fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
+	first := m.firstDeployment(ctx, committed, m.opts.Logger)
 	var byTime map[TopicPartition]int64
 	if req.To == ResetTimestamp {
 		if byTime, err = m.opts.Control.OffsetsForTime(ctx, tps, req.Timestamp); err != nil {
@@ -272,13 +307,7 @@ func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartitio
 		if !ok {
 			before = NoOffset
 		}
-		from := before
-		switch {
-		case before == NoOffset && m.opts.StartOffset == StartLatest:
-			from = wm.End
-		case before == NoOffset || before < wm.Start:
-			from = wm.Start
-		}
+		from := m.startFrom(before, wm, first)
 		p := ResetPartition{Topic: tp.Topic, Partition: tp.Partition, Before: before, From: from, LogStart: wm.Start, LogEnd: wm.End}
 		switch req.To {
 		case ResetEarliest:

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 )
 
@@ -14,7 +15,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 		return fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
 	meta := d.claim.AssignedMetadata()
-	d.firstDeployment = d.m.opts.StartOffset == StartLatest && d.isFirstDeployment(ctx, assigned)
+	d.firstDeployment = d.m.firstDeployment(ctx, assigned, d.logger)
 	d.parts = make(map[string]*partitioner)
 	d.fits = make(map[string]*atomic.Int64)
 	for _, tp := range got {
@@ -61,26 +62,35 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 	return nil
 }
 
-// isFirstDeployment reports whether the group has committed nothing on any
-// partition of the mirrored topics: only then does KAFKA_START_OFFSET=latest
-// apply. Partitions and topics that appear later start at their earliest
-// offset. When the group's offsets cannot be read, it answers false
-// (earliest: nothing is lost).
-func (d *drain) isFirstDeployment(ctx context.Context, assigned map[TopicPartition]int64) bool {
-	for _, off := range assigned {
+// firstDeployment reports whether KAFKA_START_OFFSET=latest applies: the
+// group has committed nothing on any partition of any mirrored topic (not
+// only the topics a narrowed drain or a reset names). Partitions and topics
+// that appear later start at their earliest offset. known are committed
+// offsets already read. When the group's offsets cannot be read, it answers
+// false (earliest: nothing is lost).
+func (m *Mirror) firstDeployment(ctx context.Context, known map[TopicPartition]int64, logger *slog.Logger) bool {
+	if m.opts.StartOffset != StartLatest {
+		return false
+	}
+	for _, off := range known {
 		if off != NoOffset {
 			return false
 		}
 	}
+	topics, err := m.selectTopics(ctx, nil)
+	if err != nil {
+		logger.WarnContext(ctx, "cannot tell whether the group committed before; new partitions start at their earliest offset", "err", err)
+		return false
+	}
 	var all []TopicPartition
-	for _, t := range d.topics {
+	for _, t := range topics {
 		for p := range t.Partitions {
 			all = append(all, TopicPartition{Topic: t.Name, Partition: int32(p)})
 		}
 	}
-	committed, err := d.m.source.Committed(ctx, all)
+	committed, err := m.source.Committed(ctx, all)
 	if err != nil {
-		d.logger.WarnContext(ctx, "cannot tell whether the group committed before; new partitions start at their earliest offset", "err", err)
+		logger.WarnContext(ctx, "cannot tell whether the group committed before; new partitions start at their earliest offset", "err", err)
 		return false
 	}
 	for _, off := range committed {
@@ -89,6 +99,29 @@ func (d *drain) isFirstDeployment(ctx context.Context, assigned map[TopicPartiti
 		}
 	}
 	return true
+}
+
+// startFrom is where a drain starts reading a partition whose committed
+// offset is committed (NoOffset if none) and whose log is wm, under the
+// start-offset and gap policies; first says whether latest applies (see
+// firstDeployment). It is the one computation behind a drain's start and
+// an offset reset's plan. A gap or a position beyond the log end under the
+// fail policy starts nowhere: the partition is failed where it is, so
+// startFrom returns committed.
+func (m *Mirror) startFrom(committed int64, wm Watermarks, first bool) int64 {
+	switch {
+	case committed == NoOffset && first:
+		return wm.End
+	case committed == NoOffset:
+		return wm.Start
+	case committed < wm.Start || committed > wm.End:
+		if m.opts.GapPolicy == GapFail {
+			return committed
+		}
+		return wm.Start
+	default:
+		return committed
+	}
 }
 
 // addState creates the state of one partition of the drain.
