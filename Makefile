@@ -95,7 +95,8 @@ bench: ## throughput against the Kafka-read and Event-Hubs-send limits, latency,
 	@echo "emulator ingest, full 1 MiB batches of 1 KiB events (SDK over AMQP, SDK over amqps, raw AMQP client):"
 	$(GO) test -run '^$$' -bench '^(BenchmarkIngest1KiB|BenchmarkIngest1KiBTLS|BenchmarkServerIngestRaw)$$' -benchtime 3s ./emulator
 
-soak: ## the long fault-injection soak (minutes)
+soak: ## the long fault-injection soak and a long run of the model-based test (minutes)
+	EHMIRROR_MODEL_CHECKS=40 EHMIRROR_MODEL_STEPS=40 $(GO) test -race -count=1 -timeout 60m -run '^TestModelPositions$$' ./mirror/
 	EHMIRROR_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run 'Soak' -v ./faults/
 
 deploy: package ## terraform apply, then zip-deploy the package (needs az login; DEPLOY_ARGS=--yes or CI=true: no prompt)

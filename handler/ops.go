@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,20 +18,24 @@ import (
 
 // offsetsBody is the JSON body of POST /api/offsets.
 type offsetsBody struct {
-	Topics     []string `json:"topics"`
-	Partitions []int32  `json:"partitions"`
-	To         string   `json:"to"`
-	Timestamp  string   `json:"timestamp"`
-	Offset     *int64   `json:"offset"`
-	Confirm    bool     `json:"confirm"`
-	By         string   `json:"by"`
+	Topics     mirror.TopicSelection `json:"topics"`
+	Partitions []int32               `json:"partitions"`
+	To         string                `json:"to"`
+	Timestamp  string                `json:"timestamp"`
+	Offset     *int64                `json:"offset"`
+	Shift      *int64                `json:"shift"`
+	Duration   string                `json:"duration"`
+	Confirm    bool                  `json:"confirm"`
+	By         string                `json:"by"`
 }
 
-// pauseBody is the JSON body of POST /api/pause and /api/resume.
+// pauseBody is the JSON body of POST /api/pause and /api/resume: one topic,
+// or topics as a list or a regular expression.
 type pauseBody struct {
-	Topic  string `json:"topic"`
-	Reason string `json:"reason"`
-	By     string `json:"by"`
+	Topic  string                `json:"topic"`
+	Topics mirror.TopicSelection `json:"topics"`
+	Reason string                `json:"reason"`
+	By     string                `json:"by"`
 }
 
 // decodeBody decodes a JSON object into v; errors name the field.
@@ -41,6 +46,9 @@ func decodeBody(body string, v any) error {
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, mirror.ErrBadTopicSelection) {
+			return &mirror.InputError{Field: "topics", Message: err.Error()}
+		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return &mirror.InputError{Field: te.Field, Message: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
@@ -66,7 +74,7 @@ func parseOffsetsBody(body, by string) (mirror.ResetRequest, error) {
 	if err := decodeBody(body, &b); err != nil {
 		return mirror.ResetRequest{}, err
 	}
-	req := mirror.ResetRequest{Topics: b.Topics, Partitions: b.Partitions, To: b.To, Apply: b.Confirm, By: by}
+	req := mirror.ResetRequest{Select: b.Topics, Partitions: b.Partitions, To: b.To, Apply: b.Confirm, By: by}
 	if b.By != "" {
 		req.By = by + " (" + b.By + ")"
 	}
@@ -88,7 +96,67 @@ func parseOffsetsBody(body, by string) (mirror.ResetRequest, error) {
 	} else if b.To == mirror.ResetOffset {
 		return req, &mirror.InputError{Field: "offset", Message: `missing: "to":"offset" needs "offset"`}
 	}
+	if b.Shift != nil {
+		if b.To != mirror.ResetShiftBy {
+			return req, &mirror.InputError{Field: "shift", Message: `only with "to":"shift-by"`}
+		}
+		req.Shift = *b.Shift
+	}
+	if b.Duration != "" {
+		if b.To != mirror.ResetByDuration {
+			return req, &mirror.InputError{Field: "duration", Message: `only with "to":"by-duration"`}
+		}
+		d, err := parseResetDuration(b.Duration)
+		if err != nil {
+			return req, &mirror.InputError{Field: "duration", Message: err.Error()}
+		}
+		req.Duration = d
+	}
 	return req, nil
+}
+
+// parseResetDuration reads a Go duration ("90m") or an ISO 8601 duration of
+// days, hours, minutes and seconds ("P1DT2H", "PT30M"), the form
+// kafka-consumer-groups.sh --by-duration takes.
+func parseResetDuration(s string) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d, nil
+	}
+	bad := fmt.Errorf("%q: want a positive duration such as \"90m\" or \"PT1H30M\"", s)
+	rest, ok := strings.CutPrefix(strings.ToUpper(s), "P")
+	if !ok || rest == "" {
+		return 0, bad
+	}
+	var total time.Duration
+	inTime := false
+	num := ""
+	for _, r := range rest {
+		switch {
+		case r >= '0' && r <= '9':
+			num += string(r)
+		case r == 'T' && !inTime && num == "":
+			inTime = true
+		default:
+			n, err := strconv.ParseInt(num, 10, 32)
+			if err != nil {
+				return 0, bad
+			}
+			unit := map[rune]time.Duration{'D': 24 * time.Hour}
+			if inTime {
+				unit = map[rune]time.Duration{'H': time.Hour, 'M': time.Minute, 'S': time.Second}
+			}
+			u, ok := unit[r]
+			if !ok {
+				return 0, bad
+			}
+			total += time.Duration(n) * u
+			num = ""
+		}
+	}
+	if num != "" || total <= 0 {
+		return 0, bad
+	}
+	return total, nil
 }
 
 // caller names who called an HTTP function: the function key's name.
@@ -170,9 +238,20 @@ func (a *app) setPaused(c echo.Context, paused bool) error {
 	if b.By != "" {
 		by += " (" + b.By + ")"
 	}
-	p, err := a.service.Mirror().SetPaused(c.Request().Context(), b.Topic, paused, by, b.Reason)
+	sel := b.Topics
+	switch {
+	case b.Topic != "" && !sel.Empty():
+		return a.opsError(c, what, &mirror.InputError{Field: "topic", Message: `give "topic" or "topics", not both`})
+	case b.Topic != "":
+		sel = mirror.TopicSelection{Names: []string{b.Topic}}
+	}
+	ps, err := a.service.SetPaused(c.Request().Context(), sel, paused, by, b.Reason)
 	if err != nil {
 		return a.opsError(c, what, err)
 	}
-	return a.respondHTTP(c, http.StatusOK, map[string]any{"pause": p}, fmt.Sprintf("topic %s: %s by %s", b.Topic, what, by))
+	body := map[string]any{"pauses": ps}
+	if len(ps) == 1 {
+		body["pause"] = ps[0]
+	}
+	return a.respondHTTP(c, http.StatusOK, body, fmt.Sprintf("topics %s: %s by %s", sel, what, by))
 }

@@ -163,8 +163,9 @@ func (a *app) mirrorTimer(c echo.Context) error {
 
 // catchUpBody is the optional JSON body of POST /api/catchup.
 type catchUpBody struct {
-	// Topics is a regular expression narrowing the catch-up.
-	Topics string `json:"topics"`
+	// Topics narrows the catch-up: a list of names or a regular
+	// expression.
+	Topics mirror.TopicSelection `json:"topics"`
 	// MaxDuration is a Go duration such as "5m"; default and maximum
 	// MIRROR_CATCHUP_MAX_DURATION.
 	MaxDuration string `json:"max_duration"`
@@ -185,12 +186,12 @@ func parseCatchUpBody(body string, limit time.Duration) (mirror.CatchUpRequest, 
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return req, errors.New("body: want a single JSON object")
 	}
-	if b.Topics != "" {
-		f, err := mirror.CompileTopicFilter(b.Topics, "")
+	if !b.Topics.Empty() {
+		f, err := b.Topics.Filter()
 		if err != nil {
 			return req, fmt.Errorf("body: topics: %v", err)
 		}
-		req.Topics, req.TopicsPattern = &f, b.Topics
+		req.Topics, req.TopicsPattern = &f, b.Topics.String()
 	}
 	if b.MaxDuration != "" {
 		d, err := time.ParseDuration(b.MaxDuration)

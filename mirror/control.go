@@ -179,6 +179,24 @@ func (m *Mirror) SetPaused(ctx context.Context, topic string, paused bool, by, r
 	return p, nil
 }
 
+// SetPausedTopics pauses or resumes every mirrored topic sel names (see
+// SetPaused); it stops at the first failure, returning what was done.
+func (m *Mirror) SetPausedTopics(ctx context.Context, sel TopicSelection, paused bool, by, reason string) ([]Pause, error) {
+	names, err := m.SelectTopics(ctx, "topics", sel)
+	if err != nil {
+		return nil, err
+	}
+	var out []Pause
+	for _, name := range names {
+		p, err := m.SetPaused(ctx, name, paused, by, reason)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // mirroredTopic returns the mirrored topic named name, or an InputError for
 // field.
 func (m *Mirror) mirroredTopic(ctx context.Context, field, name string) (Topic, error) {

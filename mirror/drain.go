@@ -92,7 +92,8 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	sortTopicPartitions(tps)
 	got, busy := m.hold(run, tps, mark)
-	defer m.release(got)
+	var d *drain
+	defer func() { m.release(d.stillHeld(got)) }()
 	for _, tp := range busy {
 		rep.Partitions = append(rep.Partitions, PartitionReport{
 			Topic: tp.Topic, Partition: tp.Partition, Hub: m.router.Hub(tp.Topic),
@@ -104,7 +105,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		return rep, nil
 	}
 
-	d := &drain{
+	d = &drain{
 		m:         m,
 		name:      run,
 		lim:       lim,
@@ -118,6 +119,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		stoppedCh: make(chan struct{}),
 		ids:       make(map[string]string, len(topics)),
 		topics:    topics,
+		released:  make(map[TopicPartition]bool),
 	}
 	for _, t := range topics {
 		d.ids[t.Name] = t.ID
@@ -203,6 +205,10 @@ type drain struct {
 	stopOnce  sync.Once
 	stopped   string
 	stoppedCh chan struct{}
+
+	// released are partitions handed back to the process before the end
+	// (their topic was paused during the drain); guarded by commitMu.
+	released map[TopicPartition]bool
 }
 
 // stop ends reading for the whole drain; the first reason wins.
@@ -271,6 +277,11 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}
 	})
 
+	// The pause watcher reads the pause records every few seconds: a topic
+	// paused during the drain stops being read, what was read is sent and
+	// committed, and its partitions are handed back (see handBackPaused).
+	pausesDone := d.everyInterval(workCtx, stopCommitter, pauseCheckInterval, func() { d.checkPauses(workCtx) })
+
 	followCtx, cancelFollow := d.followContext(readCtx)
 	defer cancelFollow()
 	var readers sync.WaitGroup
@@ -294,6 +305,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	close(stopCommitter)
 	<-committerDone
 	<-watcherDone
+	<-pausesDone
 
 	if !d.isStopped() {
 		switch {
@@ -520,10 +532,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // every runs fn every CommitInterval in a goroutine until stop closes or
 // ctx ends; the returned channel closes when the goroutine has returned.
 func (d *drain) every(ctx context.Context, stop <-chan struct{}, fn func()) <-chan struct{} {
+	return d.everyInterval(ctx, stop, d.m.opts.CommitInterval, fn)
+}
+
+// everyInterval is every with its own interval.
+func (d *drain) everyInterval(ctx context.Context, stop <-chan struct{}, interval time.Duration, fn func()) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(d.m.opts.CommitInterval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {

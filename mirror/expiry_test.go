@@ -16,9 +16,10 @@ import (
 // protocol's metadata (GroupMetadata.computeSubscribedTopics). kfake parses
 // the full version instead, which fails for kafka-go's version 1 metadata,
 // so its own expiry and OffsetDelete would treat every topic as
-// unsubscribed: this helper keeps to Kafka's behaviour. A group without
-// members expires nothing here (Kafka counts retention from when it became
-// empty, which a mirror whose timer runs every minute never reaches).
+// unsubscribed: this helper keeps to Kafka's behaviour. A group that is not
+// Stable expires nothing here (Kafka applies KIP-496 to Stable groups; an
+// empty one counts retention from when it became empty, which a mirror
+// whose timer runs every minute never reaches).
 func (e *env) expireUnsubscribed(topics []string) []string {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -32,6 +33,11 @@ func (e *env) expireUnsubscribed(topics []string) []string {
 	subscribed := map[string]bool{}
 	members := 0
 	for _, g := range res.Groups {
+		if g.State != "Stable" {
+			// Kafka applies KIP-496 to Stable groups only; while a group
+			// rebalances its members' metadata is not settled.
+			return nil
+		}
 		for _, m := range g.Members {
 			members++
 			raw := slices.Clone(m.ProtocolMetadata)

@@ -210,6 +210,9 @@ func (d *drain) commit(ctx context.Context) error {
 	offsets := make(map[TopicPartition]CommitOffset)
 	clean := make(map[TopicPartition]bool)
 	for _, ps := range d.order {
+		if d.released[ps.tp] {
+			continue // handed back: another drain or a reset may own it now
+		}
 		p := ps.commitPoint()
 		if (p <= ps.lastCommitted() && !d.needsCleanMark(ps, p)) || ps.isRecreated() {
 			continue
@@ -232,6 +235,7 @@ func (d *drain) commit(ctx context.Context) error {
 		d.states[tp].committedAt(off.Offset)
 		d.committedMeta(d.states[tp], clean[tp])
 	}
+	d.handBackPausedLocked()
 	return nil
 }
 

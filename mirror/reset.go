@@ -8,25 +8,43 @@ import (
 	"time"
 )
 
-// Offset reset targets.
+// Offset reset targets, as kafka-consumer-groups.sh --reset-offsets names
+// them.
 const (
 	ResetEarliest  = "earliest"
 	ResetLatest    = "latest"
 	ResetTimestamp = "timestamp"
 	ResetOffset    = "offset"
+	// ResetShiftBy moves each partition by ResetRequest.Shift records from
+	// where the next drain would start, within the log.
+	ResetShiftBy = "shift-by"
+	// ResetByDuration goes to the first record at or after now less
+	// ResetRequest.Duration.
+	ResetByDuration = "by-duration"
+	// ResetToCurrent commits where the next drain would start anyway
+	// (with fresh metadata: the topic's id, and what deduplication keeps).
+	ResetToCurrent = "to-current"
 )
+
+// resetTargets lists the targets for error messages.
+const resetTargets = "earliest, latest, timestamp, offset, shift-by, by-duration or to-current"
 
 // ResetRequest asks to move the group's committed offsets.
 type ResetRequest struct {
-	// Topics are mirrored topics; Partitions narrows every one of them
-	// (nil: all partitions).
+	// Topics are mirrored topics (or Select names them); Partitions
+	// narrows every one of them (nil: all partitions).
 	Topics     []string
+	Select     TopicSelection
 	Partitions []int32
 	// To is one of the Reset constants; Timestamp goes with ResetTimestamp,
 	// Offset with ResetOffset.
 	To        string
 	Timestamp time.Time
 	Offset    int64
+	// Shift goes with ResetShiftBy (negative: back), Duration with
+	// ResetByDuration.
+	Shift    int64
+	Duration time.Duration
 	// Apply commits the new offsets; without it the reset is a dry run.
 	Apply bool
 	// By says who asked, for the log.
@@ -71,6 +89,13 @@ type ResetResult struct {
 // group has members (a drain of another instance). Bad requests give an
 // *InputError naming the field.
 func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResult, error) {
+	if len(req.Topics) == 0 && !req.Select.Empty() {
+		names, err := m.SelectTopics(ctx, "topics", req.Select)
+		if err != nil {
+			return nil, err
+		}
+		req.Topics = names
+	}
 	tps, err := m.resetPartitions(ctx, req)
 	if err != nil {
 		return nil, err
@@ -236,11 +261,17 @@ func (m *Mirror) resetPartitions(ctx context.Context, req ResetRequest) ([]Topic
 		return nil, ErrNoControl
 	}
 	switch req.To {
-	case ResetEarliest, ResetLatest, ResetTimestamp, ResetOffset:
+	case ResetEarliest, ResetLatest, ResetTimestamp, ResetOffset, ResetShiftBy, ResetByDuration, ResetToCurrent:
 	case "":
-		return nil, inputErr("to", "missing: want earliest, latest, timestamp or offset")
+		return nil, inputErr("to", "missing: want %s", resetTargets)
 	default:
-		return nil, inputErr("to", "%q: want earliest, latest, timestamp or offset", req.To)
+		return nil, inputErr("to", "%q: want %s", req.To, resetTargets)
+	}
+	if req.To == ResetByDuration && req.Duration <= 0 {
+		return nil, inputErr("duration", "missing or not positive: to=by-duration needs a duration such as \"90m\" or \"PT1H30M\"")
+	}
+	if req.To == ResetShiftBy && req.Shift == 0 {
+		return nil, inputErr("shift", "missing or 0: to=shift-by needs a number of records (negative: back)")
 	}
 	if req.To == ResetTimestamp {
 		if req.Timestamp.IsZero() {
@@ -254,7 +285,7 @@ func (m *Mirror) resetPartitions(ctx context.Context, req ResetRequest) ([]Topic
 		return nil, inputErr("offset", "%d: want a non-negative offset", req.Offset)
 	}
 	if len(req.Topics) == 0 {
-		return nil, inputErr("topics", "missing: name one or more mirrored topics")
+		return nil, inputErr("topics", "missing: name one or more mirrored topics (a list, or a regular expression such as \".*\" for all)")
 	}
 	var tps []TopicPartition
 	seen := map[string]bool{}
@@ -295,10 +326,14 @@ func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartitio
 	}
 	first := m.firstDeployment(ctx, committed, m.opts.Logger)
 	var byTime map[TopicPartition]int64
-	if req.To == ResetTimestamp {
-		if byTime, err = m.opts.Control.OffsetsForTime(ctx, tps, req.Timestamp); err != nil {
-			return err
-		}
+	switch req.To {
+	case ResetTimestamp:
+		byTime, err = m.opts.Control.OffsetsForTime(ctx, tps, req.Timestamp)
+	case ResetByDuration:
+		byTime, err = m.opts.Control.OffsetsForTime(ctx, tps, res.At.Add(-req.Duration))
+	}
+	if err != nil {
+		return err
 	}
 	res.Partitions, res.Skipped, res.Resent = nil, 0, 0
 	for _, tp := range tps {
@@ -314,8 +349,12 @@ func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartitio
 			p.After = wm.Start
 		case ResetLatest:
 			p.After = wm.End
-		case ResetTimestamp:
+		case ResetTimestamp, ResetByDuration:
 			p.After = min(max(byTime[tp], wm.Start), wm.End)
+		case ResetShiftBy:
+			p.After = min(max(from+req.Shift, wm.Start), wm.End)
+		case ResetToCurrent:
+			p.After = from
 		case ResetOffset:
 			if req.Offset < wm.Start || req.Offset > wm.End {
 				return inputErr("offset", "%d is out of range for %s: the log holds offsets %d to %d (the end, %d, is allowed)", req.Offset, tp, wm.Start, wm.End-1, wm.End)

@@ -33,6 +33,8 @@ type partitionState struct {
 	// the drain: nothing more is committed.
 	changedLog bool
 	held       bool // reading stopped before a record it must not pass
+	// pausedNow: the topic was paused during the drain; reading stopped.
+	pausedNow bool
 	// verified is the read position below which every record was fetched
 	// before a topic listing confirmed the topic's id: nothing at or past
 	// it is committed (a recreated topic reuses offsets).
@@ -170,7 +172,7 @@ func (p *partitionState) hold(err error) {
 func (p *partitionState) halted() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.failed || p.changedLog || p.held
+	return p.failed || p.changedLog || p.held || p.pausedNow
 }
 
 func (p *partitionState) isRecreated() bool {

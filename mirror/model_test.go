@@ -1,0 +1,655 @@
+package mirror_test
+
+// The model-based test of the position machine (issue 22): random
+// sequences of operations over kfake and the emulator, with two processes
+// sharing one consumer group, checked after every step against the
+// engine's contract (docs/delivery-contract.md). Each invariant there
+// names the check below that enforces it.
+//
+// Budget: EHMIRROR_MODEL_CHECKS sequences (default 4) of up to
+// EHMIRROR_MODEL_STEPS operations (default 18); `make soak` runs more. A
+// failure prints rapid's seed and the shrunk sequence; rerun it with
+// -rapid.seed=N.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"pgregory.net/rapid"
+
+	"github.com/ehmirror/ehmirror/emulator"
+	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// modelTopics are the mirrored topics with their initial partition counts.
+// "m.c" has no hub until the createHub operation makes it.
+var modelTopics = map[string]int{"m.a": 3, "m.b": 2, "m.c": 2}
+
+// modelHubs are the hubs that exist from the start, with partition counts.
+var modelHubs = map[string]int{"m.a": 4, "m.b": 2}
+
+// modelRecord is one produced record as the oracle knows it; the value is
+// unique across the whole run, so events of a recreated topic's earlier
+// generation never stand for a record of the new one.
+type modelRecord struct {
+	offset int64
+	value  string
+}
+
+// modelProc is one mirror process: its own Kafka source (a group member of
+// its own), Event Hubs sink and service.
+type modelProc struct {
+	src  *kafka.Source
+	sink *eventhubs.Sink
+	svc  *mirror.Service
+	m    *mirror.Mirror
+}
+
+// model is the state of one sequence: the peers, the processes and what
+// the oracle knows.
+type model struct {
+	t     *testing.T
+	e     *env
+	gate  *commitGate
+	admin *kafka.Source
+	opts  mirror.Options
+	procs [2]*modelProc
+	hubC  bool // the hub of m.c exists
+	// deployed: the group has committed an offset (its first deployment
+	// is over).
+	deployed bool
+	addedA   bool // m.a grew a partition
+	seq      int
+	applied  int // applied resets
+
+	parts    map[string]int
+	produced map[mirror.TopicPartition][]modelRecord
+	// missingOK are records the contract lets be absent below a committed
+	// offset: removed by retention before they were mirrored, or skipped by
+	// an applied reset. copiesOK are extra copies a backward reset allows.
+	missingOK map[mirror.TopicPartition]map[int64]bool
+	copiesOK  map[mirror.TopicPartition]map[int64]int
+	// committed is the last committed offset seen per partition; reset
+	// marks partitions an applied reset may move anywhere.
+	committed map[mirror.TopicPartition]int64
+	reset     map[mirror.TopicPartition]bool
+	paused    map[string]bool
+	log       []string
+}
+
+func modelBudget(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// TestModelPositions is the model-based test: see the file comment.
+func TestModelPositions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("model-based test: not in -short runs")
+	}
+	for name, def := range map[string]int{"rapid.checks": modelBudget("EHMIRROR_MODEL_CHECKS", 4), "rapid.steps": modelBudget("EHMIRROR_MODEL_STEPS", 18)} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() == f.DefValue {
+			_ = f.Value.Set(strconv.Itoa(def))
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		md := newModel(t, rt)
+		defer md.close()
+		rt.Repeat(map[string]func(*rapid.T){
+			"produce":  md.produce,
+			"drain":    md.drain,
+			"follow":   md.follow,
+			"catchUp":  md.catchUp,
+			"both":     md.drainBoth,
+			"kill":     md.kill,
+			"throttle": md.throttle,
+			"ackLate":  md.ackLate,
+			"cutConn":  md.cutConnections,
+			"truncate": md.truncate,
+			"addPart":  md.addPartition,
+			"hub":      md.createHub,
+			"recreate": md.recreate,
+			"reset":    md.resetOffsets,
+			"pause":    md.pause,
+			"expire":   md.expire,
+			"":         md.check,
+		})
+	})
+}
+
+func newModel(t *testing.T, rt *rapid.T) *model {
+	opts := mirror.Options{
+		Topics:       mirror.TopicFilter{Include: regexp.MustCompile(`^m\.[abc]$`)},
+		Deduplicate:  rapid.Bool().Draw(rt, "deduplicate"),
+		Partitioning: rapid.SampledFrom([]mirror.Partitioning{mirror.PartitionByHash, mirror.PartitionPreserve, mirror.PartitionRoundRobin}).Draw(rt, "partitioning"),
+		GapPolicy:    rapid.SampledFrom([]mirror.GapPolicy{mirror.GapFail, mirror.GapResumeEarliest}).Draw(rt, "gap policy"),
+		StartOffset:  rapid.SampledFrom([]mirror.StartOffset{mirror.StartEarliest, mirror.StartLatest}).Draw(rt, "start offset"),
+	}
+	md := &model{
+		t: t, opts: opts,
+		parts:     make(map[string]int),
+		produced:  make(map[mirror.TopicPartition][]modelRecord),
+		missingOK: make(map[mirror.TopicPartition]map[int64]bool),
+		copiesOK:  make(map[mirror.TopicPartition]map[int64]int),
+		committed: make(map[mirror.TopicPartition]int64),
+		reset:     make(map[mirror.TopicPartition]bool),
+		paused:    make(map[string]bool),
+	}
+	var seeds []kfake.Opt
+	for name, n := range modelTopics {
+		seeds = append(seeds, kfake.SeedTopics(int32(n), name))
+		md.parts[name] = n
+	}
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, seeds...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hubs []emulator.HubConfig
+	for name, n := range modelHubs {
+		hubs = append(hubs, emulator.HubConfig{Name: name, PartitionCount: n})
+	}
+	emu, err := emulator.Start(context.Background(), emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs})
+	if err != nil {
+		cluster.Close()
+		t.Fatal(err)
+	}
+	client, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md.e = &env{t: t, cluster: cluster, emu: emu, client: client, group: fmt.Sprintf("model-%d", time.Now().UnixNano())}
+	md.gate = newCommitGate(md.e)
+	md.admin, err = kafka.NewSource(kafka.Options{Brokers: cluster.ListenAddrs(), Group: md.e.group, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range md.procs {
+		md.procs[i] = md.newProc()
+	}
+	md.logf("model: %+v", opts)
+	return md
+}
+
+func (md *model) newProc() *modelProc {
+	src, err := kafka.NewSource(kafka.Options{Brokers: md.e.cluster.ListenAddrs(), Group: md.e.group, Logger: testLogger()})
+	if err != nil {
+		md.t.Fatal(err)
+	}
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: md.e.emu.ConnectionString(), Logger: testLogger()})
+	if err != nil {
+		md.t.Fatal(err)
+	}
+	opts := md.opts
+	opts.Control, opts.Logger, opts.CommitInterval = src, testLogger(), 100*time.Millisecond
+	m, err := mirror.New(src, sink, opts)
+	if err != nil {
+		md.t.Fatal(err)
+	}
+	return &modelProc{src: src, sink: sink, m: m, svc: mirror.NewService(m, mirror.Limits{MaxDuration: 8 * time.Second})}
+}
+
+func (p *modelProc) close() {
+	p.svc.Close()
+	_ = p.src.Close()
+	_ = p.sink.Close(context.Background())
+}
+
+func (md *model) close() {
+	for _, p := range md.procs {
+		p.close()
+	}
+	_ = md.admin.Close()
+	md.e.client.Close()
+	_ = md.e.emu.Close()
+	md.e.cluster.Close()
+}
+
+func (md *model) logf(format string, args ...any) {
+	md.log = append(md.log, fmt.Sprintf(format, args...))
+}
+
+func (md *model) topic(rt *rapid.T) string {
+	return rapid.SampledFrom([]string{"m.a", "m.b", "m.c"}).Draw(rt, "topic")
+}
+
+func (md *model) proc(rt *rapid.T) (int, *modelProc) {
+	i := rapid.IntRange(0, 1).Draw(rt, "process")
+	return i, md.procs[i]
+}
+
+// produce writes keyed and keyless records, with headers and tombstones.
+func (md *model) produce(rt *rapid.T) {
+	topic := md.topic(rt)
+	n := rapid.IntRange(1, 40).Draw(rt, "records")
+	recs := md.records(rt, topic, n)
+	md.e.produceFresh(recs...)
+	md.produced1(recs)
+	md.logf("produce %d to %s", n, topic)
+}
+
+// produced1 records what was produced; a tombstone is known by the value
+// its "tomb" header carries.
+func (md *model) produced1(recs []*kgo.Record) {
+	for _, r := range recs {
+		v := string(r.Value)
+		for _, h := range r.Headers {
+			if h.Key == "tomb" {
+				v = string(h.Value)
+			}
+		}
+		tp := mirror.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		md.produced[tp] = append(md.produced[tp], modelRecord{offset: r.Offset, value: v})
+		if md.opts.StartOffset == mirror.StartLatest && !md.deployed {
+			// KAFKA_START_OFFSET=latest: what is there before the
+			// group's first deployment is not mirrored.
+			md.allowMissing(tp, r.Offset)
+		}
+	}
+}
+
+func (md *model) records(rt *rapid.T, topic string, n int) []*kgo.Record {
+	keyed := rapid.Bool().Draw(rt, "keyed")
+	var recs []*kgo.Record
+	for i := range n {
+		md.seq++
+		r := &kgo.Record{Topic: topic, Partition: int32(md.seq % md.parts[topic]), Value: fmt.Appendf(nil, "v%d", md.seq)}
+		if keyed {
+			r.Key = fmt.Appendf(nil, "k%d", md.seq%7)
+		}
+		switch i % 5 {
+		case 1:
+			r.Headers = []kgo.RecordHeader{{Key: "h", Value: []byte("1")}, {Key: "h", Value: nil}}
+		case 3:
+			if keyed {
+				r.Value = nil // a tombstone: the oracle matches it by its key
+				r.Headers = []kgo.RecordHeader{{Key: "tomb", Value: fmt.Appendf(nil, "v%d", md.seq)}}
+			}
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// drain runs one timer drain of one process.
+func (md *model) drain(rt *rapid.T) {
+	i, p := md.proc(rt)
+	rep, err := p.svc.Drain(context.Background(), "model")
+	md.logf("drain p%d: %s", i, summary(rep, err))
+	md.checkHealth(rt, p, rep)
+}
+
+// follow runs one following drain while records arrive.
+func (md *model) follow(rt *rapid.T) {
+	i, p := md.proc(rt)
+	topic := md.topic(rt)
+	recs := md.records(rt, topic, rapid.IntRange(1, 20).Draw(rt, "records"))
+	done := make(chan struct{})
+	var rep *mirror.Report
+	var err error
+	go func() {
+		defer close(done)
+		rep, err = p.svc.DrainFollowing(context.Background(), "model-follow", time.Now().Add(1500*time.Millisecond))
+	}()
+	time.Sleep(300 * time.Millisecond)
+	md.e.produceFresh(recs...)
+	md.produced1(recs)
+	<-done
+	md.logf("follow p%d while producing %d to %s: %s", i, len(recs), topic, summary(rep, err))
+	md.checkHealth(rt, p, rep)
+}
+
+// catchUp runs one drain narrowed to one topic.
+func (md *model) catchUp(rt *rapid.T) {
+	i, p := md.proc(rt)
+	topic := md.topic(rt)
+	narrow := mirror.TopicFilter{Include: regexp.MustCompile("^" + regexp.QuoteMeta(topic) + "$")}
+	rep, err := p.m.Drain(context.Background(), "model-catchup", mirror.Limits{MaxDuration: 8 * time.Second, Topics: &narrow})
+	md.logf("catch-up p%d %s: %s", i, topic, summary(rep, err))
+}
+
+// drainBoth runs a drain of each process at the same time: they share the
+// group and rebalance each other.
+func (md *model) drainBoth(rt *rapid.T) {
+	done := make(chan string, 2)
+	for i, p := range md.procs {
+		go func() {
+			rep, err := p.m.Drain(context.Background(), "model-both", mirror.Limits{MaxDuration: 8 * time.Second})
+			done <- fmt.Sprintf("p%d: %s", i, summary(rep, err))
+		}()
+	}
+	md.logf("both: %s | %s", <-done, <-done)
+}
+
+// kill is a process dying after it sent: its commits after the first few
+// are cut, and it is replaced by a new process.
+func (md *model) kill(rt *rapid.T) {
+	i, p := md.proc(rt)
+	md.gate.allow.Store(int32(rapid.IntRange(1, 3).Draw(rt, "commits before the kill")))
+	md.gate.closed.Store(true)
+	rep, err := p.m.Drain(context.Background(), "model-killed", mirror.Limits{MaxDuration: 8 * time.Second})
+	p.close()
+	md.gate.open()
+	md.procs[i] = md.newProc()
+	md.logf("kill p%d after: %s", i, summary(rep, err))
+}
+
+// throttle makes Event Hubs refuse the next sends as server-busy, then
+// drains.
+func (md *model) throttle(rt *rapid.T) {
+	n := rapid.IntRange(1, 6).Draw(rt, "refused sends")
+	md.e.emu.Faults().RejectSends(n, "com.microsoft:server-busy")
+	i, p := md.proc(rt)
+	rep, err := p.svc.Drain(context.Background(), "model-throttled")
+	md.e.emu.Faults().Reset()
+	md.logf("throttle %d, drain p%d: %s", n, i, summary(rep, err))
+}
+
+// ackLate delays Event Hubs' acknowledgements (the events are stored at
+// once) past a short drain's deadline: its last sends end with an unknown
+// outcome, which the next drain must settle without loss (and, with
+// deduplication, without a second copy).
+func (md *model) ackLate(rt *rapid.T) {
+	delay := time.Duration(rapid.IntRange(100, 1500).Draw(rt, "ack delay ms")) * time.Millisecond
+	md.e.emu.Faults().DelayDispositions(delay)
+	i, p := md.proc(rt)
+	rep, err := p.m.Drain(context.Background(), "model-ack-late", mirror.Limits{MaxDuration: time.Second})
+	md.e.emu.Faults().Reset()
+	md.logf("acks %v late, drain p%d: %s", delay, i, summary(rep, err))
+}
+
+// cutConnections cuts the next deliveries' connections in the middle of a
+// batch (nothing of the batch is stored). Without deduplication only; with
+// it, a connection lost with a batch on the wire is one of the windows the
+// README states (the SDK's quick resend after a link error).
+func (md *model) cutConnections(rt *rapid.T) {
+	if md.opts.Deduplicate {
+		return
+	}
+	n := rapid.IntRange(1, 3).Draw(rt, "cut deliveries")
+	md.e.emu.Faults().DropNextTransfers(n)
+	i, p := md.proc(rt)
+	rep, err := p.svc.Drain(context.Background(), "model-cut")
+	md.e.emu.Faults().Reset()
+	md.logf("cut %d connections, drain p%d: %s", n, i, summary(rep, err))
+}
+
+// truncate removes records by retention.
+func (md *model) truncate(rt *rapid.T) {
+	topic := md.topic(rt)
+	part := int32(rapid.IntRange(0, md.parts[topic]-1).Draw(rt, "partition"))
+	tp := mirror.TopicPartition{Topic: topic, Partition: part}
+	recs := md.produced[tp]
+	if len(recs) == 0 {
+		return
+	}
+	cut := recs[rapid.IntRange(0, len(recs)-1).Draw(rt, "cut at")].offset
+	if err := md.e.cluster.DeleteRecords(topic, part, cut); err != nil {
+		md.logf("truncate %s below %d: %v", tp, cut, err) // below the log start already
+		return
+	}
+	committed := md.committedNow()[tp]
+	for _, r := range recs {
+		if r.offset < cut && r.offset >= committed {
+			md.allowMissing(tp, r.offset)
+		}
+	}
+	md.logf("truncate %s below %d (committed %d)", tp, cut, committed)
+}
+
+// addPartition grows m.a by one partition (once).
+func (md *model) addPartition(rt *rapid.T) {
+	if md.addedA {
+		return
+	}
+	md.addedA = true
+	md.e.addPartitions("m.a", 4)
+	md.parts["m.a"] = 4
+	md.logf("m.a grows to 4 partitions")
+}
+
+// createHub creates the hub of m.c (once).
+func (md *model) createHub(rt *rapid.T) {
+	if md.hubC {
+		return
+	}
+	md.hubC = true
+	if err := md.e.emu.AddHub(emulator.HubConfig{Name: "m.c", PartitionCount: 2}); err != nil {
+		md.t.Fatal(err)
+	}
+	md.logf("hub m.c created")
+}
+
+// recreate deletes m.b and creates it again: a new log under the same name.
+func (md *model) recreate(rt *rapid.T) {
+	if err := md.e.cluster.DeleteTopic("m.b"); err != nil {
+		md.t.Fatal(err)
+	}
+	if err := md.e.cluster.CreateTopic("m.b", int32(md.parts["m.b"]), nil); err != nil {
+		md.t.Fatal(err)
+	}
+	// Kafka deletes the group's offsets of a deleted topic's partitions.
+	for p := range md.parts["m.b"] {
+		tp := mirror.TopicPartition{Topic: "m.b", Partition: int32(p)}
+		delete(md.produced, tp)
+		delete(md.missingOK, tp)
+		delete(md.copiesOK, tp)
+		md.reset[tp] = true
+	}
+	md.logf("m.b deleted and created again")
+}
+
+// resetOffsets plans a reset, applies it, and checks that the applied reset
+// is what the dry run said.
+func (md *model) resetOffsets(rt *rapid.T) {
+	topic := md.topic(rt)
+	req := mirror.ResetRequest{Topics: []string{topic}, By: "model"}
+	req.To = rapid.SampledFrom([]string{mirror.ResetEarliest, mirror.ResetLatest, mirror.ResetOffset}).Draw(rt, "to")
+	if req.To == mirror.ResetOffset {
+		req.Partitions = []int32{0}
+		req.Offset = int64(rapid.IntRange(0, len(md.produced[mirror.TopicPartition{Topic: topic}])).Draw(rt, "offset"))
+	}
+	_, p := md.proc(rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dry, err := p.m.ResetOffsets(ctx, req)
+	if err != nil {
+		md.logf("reset %s to %s: dry run refused: %v", topic, req.To, err)
+		return
+	}
+	req.Apply = true
+	res, err := p.m.ResetOffsets(ctx, req)
+	if errors.Is(err, mirror.ErrBusy) {
+		md.logf("reset %s to %s: busy: %v", topic, req.To, err)
+		return
+	}
+	if err != nil {
+		var ie *mirror.InputError
+		if errors.As(err, &ie) {
+			md.logf("reset %s: %v", topic, err)
+			return
+		}
+		rt.Fatalf("reset %s to %s failed: %v", topic, req.To, err)
+	}
+	// The contract: a dry run equals the applied effect (nothing changed
+	// in between).
+	if len(dry.Partitions) != len(res.Partitions) {
+		rt.Fatalf("dry run %+v, applied %+v", dry.Partitions, res.Partitions)
+	}
+	for k, d := range dry.Partitions {
+		a := res.Partitions[k]
+		if d.Before != a.Before || d.From != a.From || d.After != a.After || d.Skipped != a.Skipped || d.Resent != a.Resent {
+			rt.Fatalf("contract reset-dry-run: dry run %+v, applied %+v", d, a)
+		}
+		tp := mirror.TopicPartition{Topic: a.Topic, Partition: a.Partition}
+		for off := a.From; off < a.After; off++ {
+			md.allowMissing(tp, off)
+		}
+		for off := a.After; off < a.From; off++ {
+			if md.copiesOK[tp] == nil {
+				md.copiesOK[tp] = map[int64]int{}
+			}
+			md.copiesOK[tp][off]++
+		}
+		md.reset[tp] = true
+	}
+	md.applied++
+	md.logf("reset %s to %s applied: %+v", topic, req.To, res.Partitions)
+}
+
+// pause pauses or resumes a topic.
+func (md *model) pause(rt *rapid.T) {
+	topic := md.topic(rt)
+	paused := !md.paused[topic]
+	_, p := md.proc(rt)
+	if _, err := p.m.SetPaused(context.Background(), topic, paused, "model", "model"); err != nil {
+		rt.Fatalf("pause %s=%v: %v", topic, paused, err)
+	}
+	md.paused[topic] = paused
+	md.logf("pause %s = %v", topic, paused)
+}
+
+// expire does what Kafka's offset expiry does to topics a group with
+// members no longer subscribes to (KIP-496).
+func (md *model) expire(rt *rapid.T) {
+	expired := md.e.expireUnsubscribed([]string{"m.a", "m.b", "m.c"})
+	md.logf("offset expiry: %v", expired)
+}
+
+func (md *model) allowMissing(tp mirror.TopicPartition, off int64) {
+	if md.missingOK[tp] == nil {
+		md.missingOK[tp] = map[int64]bool{}
+	}
+	md.missingOK[tp][off] = true
+}
+
+func (md *model) committedNow() map[mirror.TopicPartition]int64 {
+	var tps []mirror.TopicPartition
+	for topic, n := range md.parts {
+		for p := range n {
+			tps = append(tps, mirror.TopicPartition{Topic: topic, Partition: int32(p)})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := md.admin.Committed(ctx, tps)
+	if err != nil {
+		md.t.Fatalf("reading committed offsets: %v", err)
+	}
+	return got
+}
+
+// checkHealth: the status is not ok while a partition with lag makes no
+// progress because it failed.
+func (md *model) checkHealth(rt *rapid.T, p *modelProc, rep *mirror.Report) {
+	if rep == nil {
+		return
+	}
+	if len(rep.HubErrors) > 0 {
+		if h := p.svc.Health(nil); h.OK {
+			rt.Fatalf("contract status-not-ok: topics without a usable hub (%s) and the status is ok", rep.HubErrors[0].Error)
+		}
+	}
+	for _, pr := range rep.Partitions {
+		if pr.Error != "" && pr.LagAfter > 0 && pr.Records == 0 && !pr.Busy {
+			if h := p.svc.Health(nil); h.OK {
+				rt.Fatalf("contract status-not-ok: %s/%d failed with lag %d (%s) and the status is ok", pr.Topic, pr.Partition, pr.LagAfter, pr.Error)
+			}
+		}
+	}
+}
+
+// check is the oracle, run after every step.
+func (md *model) check(rt *rapid.T) {
+	committed := md.committedNow()
+	events := md.hubEvents()
+	for tp, c := range committed {
+		prev, seen := md.committed[tp]
+		// contract commit-monotonic: a committed offset never moves
+		// backwards, except by an applied reset or a recreated topic.
+		if seen && c < prev && !md.reset[tp] {
+			rt.Fatalf("contract commit-monotonic: %s committed %d, before %d\n%s", tp, c, prev, md.history())
+		}
+		md.committed[tp] = c
+		md.deployed = md.deployed || c != mirror.NoOffset
+		delete(md.reset, tp)
+		for _, r := range md.produced[tp] {
+			if r.offset >= c {
+				continue
+			}
+			n := events[eventKey{tp, r.offset, r.value}]
+			// contract no-loss: every record below a committed offset is
+			// in Event Hubs, unless retention removed it first or an
+			// applied reset skipped it.
+			if n == 0 && !md.missingOK[tp][r.offset] {
+				rt.Fatalf("contract no-loss: %s offset %d (%s) is below the committed offset %d and not in Event Hubs\n%s", tp, r.offset, r.value, c, md.history())
+			}
+			// contract no-duplicate: with deduplication on, no record is
+			// in Event Hubs twice, except records a backward reset
+			// sends again.
+			if md.opts.Deduplicate && n > 1+md.copiesOK[tp][r.offset] {
+				rt.Fatalf("contract no-duplicate: %s offset %d (%s) is in Event Hubs %d times\n%s", tp, r.offset, r.value, n, md.history())
+			}
+		}
+	}
+}
+
+func (md *model) history() string {
+	return "operations:\n  " + strings.Join(md.log, "\n  ")
+}
+
+// eventKey identifies a record's event: provenance and value (the
+// tombstone's value travels in a header).
+type eventKey struct {
+	tp     mirror.TopicPartition
+	offset int64
+	value  string
+}
+
+// hubEvents counts every event in every hub by the record it stands for.
+func (md *model) hubEvents() map[eventKey]int {
+	out := map[eventKey]int{}
+	for hub, n := range map[string]int{"m.a": 4, "m.b": 2, "m.c": 2} {
+		for p := range n {
+			for _, ev := range md.e.emu.Events(hub, p) {
+				r, err := mirror.RecordFromEvent(ev.Body, ev.Properties)
+				if err != nil {
+					md.t.Fatalf("hub %s partition %d: %v", hub, p, err)
+				}
+				v := string(r.Value)
+				if r.Value == nil {
+					for _, h := range r.Headers {
+						if h.Key == "tomb" {
+							v = string(h.Value)
+						}
+					}
+				}
+				out[eventKey{mirror.TopicPartition{Topic: r.Topic, Partition: r.Partition}, r.Offset, v}]++
+			}
+		}
+	}
+	return out
+}
+
+func summary(rep *mirror.Report, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if rep == nil {
+		return "no report"
+	}
+	return rep.Lines()[0]
+}

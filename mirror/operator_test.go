@@ -1,0 +1,145 @@
+package mirror_test
+
+// Issue 27, items 6 and 11: pause and resume act on running drains within
+// seconds; offset resets reach parity with kafka-consumer-groups.sh
+// (shift-by, by-duration, to-current, all topics) and every operator
+// action selects topics the same way.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// TestPauseAndResumeActOnARunningDrain: a topic paused while a drain
+// follows it stops being mirrored within seconds, its partitions are handed
+// back (a reset of it is not refused as busy while the drain goes on with
+// the other topic), and a resume mirrors its backlog at once, without
+// waiting for the next tick.
+func TestPauseAndResumeActOnARunningDrain(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, nil)
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	t.Cleanup(svc.Close)
+	done := make(chan *mirror.Report, 1)
+	go func() {
+		rep, _ := svc.DrainFollowing(context.Background(), "follow", time.Now().Add(20*time.Second))
+		done <- rep
+	}()
+	produce := func(topic, tag string, n int) {
+		var recs []*kgo.Record
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 4), Value: fmt.Appendf(nil, "%s%d", tag, i)})
+		}
+		e.produce(recs...)
+	}
+	produce(topic, "before", 20)
+	waitFor(t, 10*time.Second, "the records before the pause mirrored", func() bool { return len(e.tally(topic, 4)) == 20 })
+
+	if _, err := svc.SetPaused(context.Background(), mirror.TopicSelection{Names: []string{topic}}, true, "test", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	// Within a pause check (2 s) plus a commit the drain lets go of the
+	// partitions: a reset of the paused topic is no longer refused.
+	var res *mirror.ResetResult
+	waitFor(t, 10*time.Second, "the paused partitions handed back", func() bool {
+		var err error
+		res, err = m.ResetOffsets(context.Background(), mirror.ResetRequest{Select: mirror.TopicSelection{Names: []string{topic}}, To: mirror.ResetToCurrent, Apply: true, By: "test"})
+		if err != nil && !errors.Is(err, mirror.ErrBusy) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	if res.Skipped != 0 || res.Resent != 0 {
+		t.Fatalf("reset to current moved the position: %+v", res)
+	}
+	produce(topic, "paused", 10)
+	produce("prod.test2", "other", 8)
+	waitFor(t, 10*time.Second, "the other topic mirrored by the same drain", func() bool { return len(e.tally("prod.test2", 4)) == 8 })
+	time.Sleep(2 * time.Second)
+	if n := len(e.tally(topic, 4)); n != 20 {
+		t.Fatalf("%d records in the hub while the topic is paused, want 20", n)
+	}
+	select {
+	case rep := <-done:
+		t.Fatalf("the following drain ended: %v", rep.Lines())
+	default:
+	}
+
+	if _, err := svc.SetPaused(context.Background(), mirror.TopicSelection{Pattern: `prod\.test1`}, false, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the backlog mirrored after the resume", func() bool { return len(e.tally(topic, 4)) == 30 })
+	rep := <-done
+	for _, p := range rep.Partitions {
+		if p.Error != "" {
+			t.Fatalf("the following drain reported an error for a paused partition: %v", rep.Lines())
+		}
+	}
+	for prov, n := range e.tally(topic, 4) {
+		if n != 1 {
+			t.Fatalf("%s mirrored %d times", prov, n)
+		}
+	}
+}
+
+// TestResetParity: shift-by, by-duration and to-current, over all topics
+// selected by a regular expression.
+func TestResetParity(t *testing.T) {
+	e := newEnv(t)
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, nil)
+	for _, topic := range []string{"prod.test1", "prod.test2"} {
+		var recs []*kgo.Record
+		for i := range 10 {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		e.produce(recs...)
+	}
+	e.drain(m, mirror.Limits{})
+	all := mirror.TopicSelection{Pattern: ".*"}
+	ctx := context.Background()
+
+	res, err := m.ResetOffsets(ctx, mirror.ResetRequest{Select: all, Partitions: []int32{0}, To: mirror.ResetShiftBy, Shift: -4})
+	if err != nil || len(res.Partitions) != 2 || res.Resent != 8 || res.Partitions[0].After != 6 {
+		t.Fatalf("shift-by -4 over all topics: %+v %v", res, err)
+	}
+	res, err = m.ResetOffsets(ctx, mirror.ResetRequest{Select: all, Partitions: []int32{0}, To: mirror.ResetShiftBy, Shift: 100})
+	if err != nil || res.Partitions[0].After != 10 || res.Skipped != 0 {
+		t.Fatalf("shift-by past the end is clamped to it: %+v %v", res, err)
+	}
+	res, err = m.ResetOffsets(ctx, mirror.ResetRequest{Select: all, Partitions: []int32{0}, To: mirror.ResetByDuration, Duration: time.Hour})
+	if err != nil || res.Partitions[0].After != 0 || res.Resent != 20 {
+		t.Fatalf("by-duration 1h: %+v %v", res, err)
+	}
+	res, err = m.ResetOffsets(ctx, mirror.ResetRequest{Select: all, To: mirror.ResetToCurrent, Apply: true, By: "test"})
+	if err != nil || res.Skipped != 0 || res.Resent != 0 || !res.Applied {
+		t.Fatalf("to-current: %+v %v", res, err)
+	}
+	var ie *mirror.InputError
+	if _, err := m.ResetOffsets(ctx, mirror.ResetRequest{Select: mirror.TopicSelection{Pattern: "nothing.*"}, To: mirror.ResetEarliest}); !errors.As(err, &ie) || ie.Field != "topics" {
+		t.Fatalf("a pattern that matches nothing: %v", err)
+	}
+	if _, err := m.ResetOffsets(ctx, mirror.ResetRequest{Select: all, To: mirror.ResetShiftBy}); !errors.As(err, &ie) || ie.Field != "shift" {
+		t.Fatalf("shift-by without a shift: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
