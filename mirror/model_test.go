@@ -119,6 +119,7 @@ func TestModelPositions(t *testing.T) {
 			"throttle": md.throttle,
 			"ackLate":  md.ackLate,
 			"cutConn":  md.cutConnections,
+			"detach":   md.detachLinks,
 			"truncate": md.truncate,
 			"addPart":  md.addPartition,
 			"hub":      md.createHub,
@@ -385,6 +386,24 @@ func (md *model) cutConnections(rt *rapid.T) {
 	rep, err := p.svc.Drain(context.Background(), "model-cut")
 	md.e.emu.Faults().Reset()
 	md.logf("cut %d connections, drain p%d: %s", n, i, summary(rep, err))
+}
+
+// detachLinks detaches every producer link in the middle of a drain.
+// Without deduplication only: the SDK's quick resend after a detached link
+// is one of the windows the README states.
+func (md *model) detachLinks(rt *rapid.T) {
+	if md.opts.Deduplicate {
+		return
+	}
+	i, p := md.proc(rt)
+	done := make(chan string, 1)
+	go func() {
+		rep, err := p.svc.Drain(context.Background(), "model-detached")
+		done <- summary(rep, err)
+	}()
+	time.Sleep(time.Duration(rapid.IntRange(0, 300).Draw(rt, "detach after ms")) * time.Millisecond)
+	n := md.e.emu.Faults().DetachProducers(emulator.ConditionDetachForced, "model: link detached")
+	md.logf("detach %d producer links during a drain of p%d: %s", n, i, <-done)
 }
 
 // truncate removes records by retention.
