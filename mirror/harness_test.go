@@ -75,23 +75,34 @@ func testLogger() *slog.Logger {
 // its own) and Event Hubs sink.
 func (e *env) newMirror(opts mirror.Options) *mirror.Mirror {
 	e.t.Helper()
-	src, err := kafka.NewSource(kafka.Options{Brokers: e.cluster.ListenAddrs(), Group: e.group, Logger: testLogger()})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = src.Close() })
+	return e.newMirrorWith(opts, nil, nil)
+}
+
+// newMirrorWith is newMirror with the sink passed through wrapSink and, when
+// wrapControl is set, the mirror's Control made from the source by it (nil:
+// each unchanged).
+func (e *env) newMirrorWith(opts mirror.Options, wrapSink func(*eventhubs.Sink) mirror.Sink, wrapControl func(*kafka.Source) mirror.Control) *mirror.Mirror {
+	e.t.Helper()
+	src := e.newSource()
 	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	var s mirror.Sink = sink
+	if wrapSink != nil {
+		s = wrapSink(sink)
+	}
+	if wrapControl != nil {
+		opts.Control = wrapControl(src)
+	}
 	if opts.Logger == nil {
 		opts.Logger = testLogger()
 	}
 	if opts.CommitInterval == 0 {
 		opts.CommitInterval = 100 * time.Millisecond
 	}
-	m, err := mirror.New(src, sink, opts)
+	m, err := mirror.New(src, s, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 func TestPauseAndResumeActOnARunningDrain(t *testing.T) {
 	e := newEnv(t)
 	const topic = "prod.test1"
-	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, nil)
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, withControl)
 	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
 	t.Cleanup(svc.Close)
 	done := make(chan *mirror.Report, 1)
@@ -95,7 +95,7 @@ func TestPauseAndResumeActOnARunningDrain(t *testing.T) {
 // selected by a regular expression.
 func TestResetParity(t *testing.T) {
 	e := newEnv(t)
-	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, nil)
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, withControl)
 	for _, topic := range []string{"prod.test1", "prod.test2"} {
 		var recs []*kgo.Record
 		for i := range 10 {

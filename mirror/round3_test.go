@@ -64,36 +64,8 @@ func (c *delayedControl) WriteControlRecord(ctx context.Context, slot, topic, re
 	return c.Source.WriteControlRecord(ctx, slot, topic, record)
 }
 
-// newMirrorWith is newMirror with the source as the mirror's Control, and
-// the sink and control passed through wrap functions (nil: unchanged).
-func (e *env) newMirrorWith(opts mirror.Options, wrapSink func(*eventhubs.Sink) mirror.Sink, wrapControl func(*kafka.Source) mirror.Control) *mirror.Mirror {
-	e.t.Helper()
-	src := e.newSource()
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = sink.Close(context.Background()) })
-	var s mirror.Sink = sink
-	if wrapSink != nil {
-		s = wrapSink(sink)
-	}
-	opts.Control = src
-	if wrapControl != nil {
-		opts.Control = wrapControl(src)
-	}
-	if opts.Logger == nil {
-		opts.Logger = testLogger()
-	}
-	if opts.CommitInterval == 0 {
-		opts.CommitInterval = 100 * time.Millisecond
-	}
-	m, err := mirror.New(src, s, opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return m
-}
+// withControl makes the source the mirror's Control (newMirrorWith).
+func withControl(s *kafka.Source) mirror.Control { return s }
 
 // uncleanEnd mirrors 4 x n keyed records of topic with deduplication on
 // and every commit after the first cut: an unclean end, the records in the
@@ -209,7 +181,7 @@ func TestDedupResetKeepsTheReadBack(t *testing.T) {
 	const topic = "prod.test1"
 	opts := mirror.Options{Deduplicate: true}
 	uncleanEnd(t, e, topic, 25, opts)
-	m := e.newMirrorWith(opts, nil, nil)
+	m := e.newMirrorWith(opts, nil, withControl)
 	req := mirror.ResetRequest{Topics: []string{topic}, To: mirror.ResetOffset, Offset: 0, By: "test"}
 	dry, err := m.ResetOffsets(context.Background(), req)
 	if err != nil || dry.Resent != 0 || dry.Skipped != 0 {
@@ -262,7 +234,7 @@ func TestDedupLongReadBackProgresses(t *testing.T) {
 func TestLatestAndANarrowedCatchUpOfANewTopic(t *testing.T) {
 	e := newEnv(t, emulator.HubConfig{Name: "prod.test6", PartitionCount: 2})
 	opts := mirror.Options{StartOffset: mirror.StartLatest}
-	m := e.newMirrorWith(opts, nil, nil)
+	m := e.newMirrorWith(opts, nil, withControl)
 	e.produce(&kgo.Record{Topic: "prod.test1", Partition: 0, Value: []byte("before")})
 	e.drain(m, mirror.Limits{})
 	if err := e.cluster.CreateTopic("prod.test6", 2, nil); err != nil {
@@ -287,22 +259,34 @@ func TestLatestAndANarrowedCatchUpOfANewTopic(t *testing.T) {
 	}
 }
 
-// Defect 8: under follow mode an operator resets a paused topic while the
-// process follows the others.
-func TestResetAPausedTopicWhileFollowing(t *testing.T) {
-	e := newEnv(t)
-	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, nil)
+// followWithTest2Paused mirrors 4 x 5 records of prod.test2, pauses it and
+// starts a drain that follows prod.test1 for window; the returned channel
+// gets its report. It returns once the follower holds prod.test1.
+func followWithTest2Paused(t *testing.T, e *env, window time.Duration) (*mirror.Mirror, <-chan *mirror.Report) {
+	t.Helper()
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, withControl)
 	e.produceKeyed("prod.test2", 4, 5, "a")
 	e.drain(m, mirror.Limits{})
-	if _, err := m.SetPaused(context.Background(), "prod.test2", true, "test", "reset"); err != nil {
+	if _, err := m.SetPaused(context.Background(), "prod.test2", true, "test", "maintenance"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan *mirror.Report, 1)
 	go func() {
-		rep, _ := m.Drain(context.Background(), "follow", mirror.Limits{MaxDuration: 20 * time.Second, FollowUntil: time.Now().Add(12 * time.Second)})
+		rep, err := m.Drain(context.Background(), "follow", mirror.Limits{MaxDuration: window + 8*time.Second, FollowUntil: time.Now().Add(window)})
+		if err != nil {
+			t.Errorf("following drain: %v", err)
+		}
 		done <- rep
 	}()
-	time.Sleep(2 * time.Second) // the follower holds prod.test1
+	time.Sleep(2 * time.Second)
+	return m, done
+}
+
+// Defect 8: under follow mode an operator resets a paused topic while the
+// process follows the others.
+func TestResetAPausedTopicWhileFollowing(t *testing.T) {
+	e := newEnv(t)
+	m, done := followWithTest2Paused(t, e, 12*time.Second)
 	res, err := m.ResetOffsets(context.Background(), mirror.ResetRequest{Topics: []string{"prod.test2"}, To: mirror.ResetEarliest, Apply: true, By: "test"})
 	if err != nil {
 		t.Fatalf("reset of a paused topic under follow mode: %v", err)
@@ -310,13 +294,8 @@ func TestResetAPausedTopicWhileFollowing(t *testing.T) {
 	if !res.Applied || res.Resent != 20 {
 		t.Fatalf("reset: %+v", res)
 	}
-	select {
-	case rep := <-done:
-		if rep.Stopped == mirror.StopRebalanced {
-			t.Errorf("the reset rebalanced the follower: %v", rep.Lines())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("follower did not end")
+	if rep := <-done; rep.Stopped != mirror.StopFollowed {
+		t.Errorf("the reset disturbed the follower: %v", rep.Lines())
 	}
 	for p, c := range e.committed(m, "prod.test2") {
 		if c != 0 {
@@ -330,21 +309,7 @@ func TestResetAPausedTopicWhileFollowing(t *testing.T) {
 // offsets of topics a group with members does not subscribe to (KIP-496).
 func TestPausedTopicKeepsItsOffsets(t *testing.T) {
 	e := newEnv(t)
-	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, nil)
-	e.produceKeyed("prod.test2", 4, 5, "a")
-	e.drain(m, mirror.Limits{})
-	if _, err := m.SetPaused(context.Background(), "prod.test2", true, "test", "long pause"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan *mirror.Report, 1)
-	go func() {
-		rep, err := m.Drain(context.Background(), "follow", mirror.Limits{MaxDuration: 10 * time.Second, FollowUntil: time.Now().Add(5 * time.Second)})
-		if err != nil {
-			t.Errorf("following drain: %v", err)
-		}
-		done <- rep
-	}()
-	time.Sleep(2 * time.Second)
+	m, done := followWithTest2Paused(t, e, 5*time.Second)
 	expired := e.expireUnsubscribed([]string{"prod.test1", "prod.test2"})
 	if rep := <-done; rep.Stopped != mirror.StopFollowed {
 		t.Errorf("the following drain: %v", rep.Lines())
@@ -364,7 +329,7 @@ func TestPausedTopicKeepsItsOffsets(t *testing.T) {
 func TestDrainsPauseRefreshCannotUndoAResume(t *testing.T) {
 	e := newEnv(t)
 	const topic = "prod.test1"
-	operator := e.newMirrorWith(mirror.Options{}, nil, nil)
+	operator := e.newMirrorWith(mirror.Options{}, nil, withControl)
 	if _, err := operator.SetPaused(context.Background(), topic, true, "ann", "maintenance"); err != nil {
 		t.Fatal(err)
 	}
