@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,5 +159,41 @@ func TestDeployPassesTheSubscription(t *testing.T) {
 	}
 	if slices.Contains(r.calls, "az account show --query id -o tsv") {
 		t.Errorf("ARM_SUBSCRIPTION_ID was set but the script asked az: %q", r.calls)
+	}
+}
+
+// TestHostJSONKeepsEveryRequestAndTrace (issue 24, item 4): Application
+// Insights' adaptive sampling is on by default for every telemetry type,
+// and every log alert counts rows of AppRequests (MirrorTimer executions)
+// or AppTraces (the drain lines; lag-growing needs exactly N of them). A
+// sampled-out row is a missed alert, so host.json must exclude Request and
+// Trace from sampling (or turn sampling off).
+func TestHostJSONKeepsEveryRequestAndTrace(t *testing.T) {
+	var host struct {
+		Logging struct {
+			ApplicationInsights *struct {
+				SamplingSettings *struct {
+					IsEnabled     *bool  `json:"isEnabled"`
+					ExcludedTypes string `json:"excludedTypes"`
+				} `json:"samplingSettings"`
+			} `json:"applicationInsights"`
+		} `json:"logging"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, "../host.json")), &host); err != nil {
+		t.Fatalf("host.json: %v", err)
+	}
+	ai := host.Logging.ApplicationInsights
+	if ai == nil || ai.SamplingSettings == nil {
+		t.Fatal("host.json has no logging.applicationInsights.samplingSettings: adaptive sampling is on for requests and traces")
+	}
+	s := ai.SamplingSettings
+	if s.IsEnabled != nil && !*s.IsEnabled {
+		return // sampling off: every row arrives
+	}
+	excluded := strings.Split(s.ExcludedTypes, ";")
+	for _, typ := range []string{"Request", "Trace"} {
+		if !slices.Contains(excluded, typ) {
+			t.Errorf("host.json samples %s telemetry (excludedTypes %q): a log alert may miss its rows", typ, s.ExcludedTypes)
+		}
 	}
 }
