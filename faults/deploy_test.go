@@ -2,6 +2,7 @@ package faults
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,14 +16,64 @@ import (
 // no Azure is reachable here).
 type deployRun struct {
 	err    error
+	stdout string
 	stderr string
-	calls  []string // "terraform …" / "az …", in order
+	calls  []string // "terraform …" / "az …" / "curl METHOD URL", in order
+	argv   string   // every argument curl was given
 }
+
+// index returns the position of the first call with prefix, or -1.
+func (r deployRun) index(prefix string) int {
+	return slices.IndexFunc(r.calls, func(c string) bool { return strings.HasPrefix(c, prefix) })
+}
+
+// lastIndex returns the position of the last call with prefix, or -1.
+func (r deployRun) lastIndex(prefix string) int {
+	for i := len(r.calls) - 1; i >= 0; i-- {
+		if strings.HasPrefix(r.calls[i], prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+// count returns how many calls start with prefix.
+func (r deployRun) count(prefix string) int {
+	n := 0
+	for _, c := range r.calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// deployScenario is what the stand-ins answer after terraform apply.
+type deployScenario struct {
+	// status holds the answers of /api/status, one per call, each
+	// "CODE BODY"; the last one repeats. Empty: ready at once.
+	status []string
+	// refs holds the answers of the Key Vault reference query (names of
+	// unresolved settings, " "-separated), one per call; the last repeats.
+	// Empty: every reference resolved.
+	refs []string
+}
+
+// readyStatus is /api/status of an app that read Kafka and sent its drain.
+const readyStatus = `200 {"ok":true,"lag":{"total":0},"last_drains":[{"run":"r1","records":3,"stopped":"caught-up"}]}`
 
 // runDeploy copies scripts/deploy.sh into a scratch checkout (with a package
 // and a tfvars file) and runs it with stdin from /dev/null, as a pipeline
-// does, with env added to a minimal environment.
+// does, with env added to a minimal environment; the app is ready at once.
 func runDeploy(t *testing.T, env []string, args ...string) deployRun {
+	t.Helper()
+	return runDeployScenario(t, deployScenario{}, env, args...)
+}
+
+// runDeployScenario is runDeploy with the app's answers from sc. The
+// stand-in for curl records each call as "curl METHOD URL" and, for header
+// files (-H @file), "curl-header NAME" (the header's name only).
+func runDeployScenario(t *testing.T, sc deployScenario, env []string, args ...string) deployRun {
 	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{"scripts", "dist", "infra", "bin"} {
@@ -34,14 +85,59 @@ func runDeploy(t *testing.T, env []string, args ...string) deployRun {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(sc.status) == 0 {
+		sc.status = []string{readyStatus}
+	}
+	if len(sc.refs) == 0 {
+		sc.refs = []string{""}
+	}
 	log := filepath.Join(root, "calls.log")
 	files := map[string]string{
 		"scripts/deploy.sh":             string(script),
 		"dist/ehmirror-functionapp.zip": "PK",
 		"infra/terraform.tfvars":        `location = "westeurope"`,
+		"status.seq":                    strings.Join(sc.status, "\n") + "\n",
+		"refs.seq":                      strings.Join(sc.refs, "\n") + "\n",
+		// next FILE: the first line of FILE, removed unless it is the last.
+		"bin/next": `#!/bin/sh
+f=$1
+head -n 1 "$f"
+if [ "$(wc -l <"$f")" -gt 1 ]; then tail -n +2 "$f" >"$f.tmp" && mv "$f.tmp" "$f"; fi
+`,
 		"bin/az": `#!/bin/sh
 echo "az $*" >>"` + log + `"
-case "$*" in "account show --query id -o tsv") echo 00000000-0000-0000-0000-000000000005 ;; esac
+case "$*" in
+"account show --query id -o tsv") echo 00000000-0000-0000-0000-000000000005 ;;
+"account get-access-token "*) echo tok-SECRET-0001 ;;
+"functionapp keys list "*) echo key-SECRET-0002 ;;
+"rest "*) next "` + filepath.Join(root, "refs.seq") + `" | tr ' ' '\n' | grep . ;;
+esac
+exit 0
+`,
+		"bin/curl": `#!/bin/bash
+out= fmt= method=GET url=
+while [ $# -gt 0 ]; do
+	case $1 in
+	-o) out=$2; shift ;;
+	-w) fmt=$2; shift ;;
+	-X) method=$2; shift ;;
+	-H) case $2 in @*) echo "curl-header $(cut -d: -f1 "${2#@}")" >>"` + log + `" ;; esac; shift ;;
+	--data|--data-binary|--max-time) shift ;;
+	-*) ;;
+	*) url=$1 ;;
+	esac
+	shift
+done
+echo "curl $method $url" >>"` + log + `"
+echo "$*" >>"` + log + `.argv"
+code=200 body=
+case $url in
+*/api/status) line=$(next "` + filepath.Join(root, "status.seq") + `"); code=${line%% *}; body=${line#* } ;;
+*/api/catchup) code=202; body='{"run":"c1"}' ;;
+esac
+if [ -n "$out" ]; then printf '%s' "$body" >"$out"; fi
+if [ -n "$fmt" ]; then printf '%s' "$code"; fi
+exit 0
 `,
 		"bin/terraform": `#!/bin/sh
 echo "terraform $*" >>"` + log + `"
@@ -59,16 +155,18 @@ esac
 	}
 	cmd := exec.Command("bash", filepath.Join(root, "scripts", "deploy.sh"))
 	cmd.Args = append(cmd.Args, args...)
-	cmd.Env = append([]string{"PATH=" + filepath.Join(root, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + root}, env...)
+	cmd.Env = append([]string{"PATH=" + filepath.Join(root, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "DEPLOY_POLL_INTERVAL=0"}, env...)
 	cmd.Stdin = nil // /dev/null: no terminal
-	var stderr bytes.Buffer
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	runErr := cmd.Run()
 	var calls []string
 	if b, err := os.ReadFile(log); err == nil {
 		calls = strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
-	return deployRun{err: runErr, stderr: stderr.String(), calls: calls}
+	argv, _ := os.ReadFile(log + ".argv")
+	return deployRun{err: runErr, stdout: stdout.String(), stderr: stderr.String(), calls: calls, argv: string(argv)}
 }
 
 // apply returns the arguments of the terraform apply call, if any.
@@ -122,7 +220,7 @@ func TestDeployRunsWithoutATerminal(t *testing.T) {
 					t.Errorf("apply arguments %q lost %s", apply, a)
 				}
 			}
-			if last := r.calls[len(r.calls)-2]; !strings.HasPrefix(last, "az functionapp deployment source config-zip --resource-group rg-ehmirror-prod --name func-ehmirror-prod-abc") {
+			if !slices.Contains(r.calls, "curl POST https://func-ehmirror-prod-abc.scm.azurewebsites.net/api/zipdeploy") {
 				t.Errorf("no zip deployment to the app Terraform created; calls: %q", r.calls)
 			}
 		})
@@ -158,5 +256,154 @@ func TestDeployPassesTheSubscription(t *testing.T) {
 	}
 	if slices.Contains(r.calls, "az account show --query id -o tsv") {
 		t.Errorf("ARM_SUBSCRIPTION_ID was set but the script asked az: %q", r.calls)
+	}
+}
+
+// TestHostJSONKeepsEveryRequestAndTrace (issue 24, item 4): Application
+// Insights' adaptive sampling is on by default for every telemetry type,
+// and every log alert counts rows of AppRequests (MirrorTimer executions)
+// or AppTraces (the drain lines; lag-growing needs exactly N of them). A
+// sampled-out row is a missed alert, so host.json must exclude Request and
+// Trace from sampling (or turn sampling off).
+func TestHostJSONKeepsEveryRequestAndTrace(t *testing.T) {
+	var host struct {
+		Logging struct {
+			ApplicationInsights *struct {
+				SamplingSettings *struct {
+					IsEnabled     *bool  `json:"isEnabled"`
+					ExcludedTypes string `json:"excludedTypes"`
+				} `json:"samplingSettings"`
+			} `json:"applicationInsights"`
+		} `json:"logging"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, "../host.json")), &host); err != nil {
+		t.Fatalf("host.json: %v", err)
+	}
+	ai := host.Logging.ApplicationInsights
+	if ai == nil || ai.SamplingSettings == nil {
+		t.Fatal("host.json has no logging.applicationInsights.samplingSettings: adaptive sampling is on for requests and traces")
+	}
+	s := ai.SamplingSettings
+	if s.IsEnabled != nil && !*s.IsEnabled {
+		return // sampling off: every row arrives
+	}
+	excluded := strings.Split(s.ExcludedTypes, ";")
+	for _, typ := range []string{"Request", "Trace"} {
+		if !slices.Contains(excluded, typ) {
+			t.Errorf("host.json samples %s telemetry (excludedTypes %q): a log alert may miss its rows", typ, s.ExcludedTypes)
+		}
+	}
+}
+
+const (
+	enableTimer = "az functionapp config appsettings set --resource-group rg-ehmirror-prod --name func-ehmirror-prod-abc --settings AzureWebJobs.MirrorTimer.Disabled=false"
+	statusCall  = "curl GET https://func-ehmirror-prod-abc.azurewebsites.net/api/status"
+	catchUpCall = "curl POST https://func-ehmirror-prod-abc.azurewebsites.net/api/catchup"
+	restartCall = "az functionapp restart --resource-group rg-ehmirror-prod --name func-ehmirror-prod-abc"
+)
+
+// TestDeployZipDeploysWithEntraID (issue 24, item 8): the app has no
+// basic-auth publishing credentials, so the package goes to the SCM site
+// with an Entra ID token of the az login, passed in a header file: the
+// token is on no command line and in no output.
+func TestDeployZipDeploysWithEntraID(t *testing.T) {
+	r := runDeploy(t, []string{"CI=true"})
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\n%s", r.err, r.stderr)
+	}
+	token := r.index("az account get-access-token --resource https://management.azure.com/")
+	zip := r.index("curl POST https://func-ehmirror-prod-abc.scm.azurewebsites.net/api/zipdeploy")
+	if token < 0 || zip < 0 || token > zip {
+		t.Fatalf("want a token from az, then a POST to the SCM site's zipdeploy; calls: %q", r.calls)
+	}
+	if r.calls[zip-2] != "curl-header Authorization" && r.calls[zip-1] != "curl-header Authorization" {
+		t.Errorf("the zip deployment sent no Authorization header file; calls: %q", r.calls)
+	}
+	for _, c := range r.calls {
+		if strings.Contains(c, "config-zip") || strings.Contains(c, "publishing-credentials") || strings.Contains(c, "publish-profile") {
+			t.Errorf("deploy uses basic-auth publishing: %q", c)
+		}
+	}
+	for what, text := range map[string]string{"curl's arguments": r.argv, "stdout": r.stdout, "stderr": r.stderr} {
+		if strings.Contains(text, "SECRET") {
+			t.Errorf("a token or function key appears in %s: %q", what, text)
+		}
+	}
+}
+
+// TestDeployEnablesTheTimerWhenReady (issue 24, item 3): the timer stays
+// disabled until the app resolves its Key Vault references (restarted once
+// when they were not), reads Kafka (status 200) and, after a catch-up
+// retried the send that was unauthorized, reports ok with a drain; only
+// then is AzureWebJobs.MirrorTimer.Disabled set to false, and the status
+// is printed.
+func TestDeployEnablesTheTimerWhenReady(t *testing.T) {
+	r := runDeployScenario(t, deployScenario{
+		refs: []string{"KAFKA_SASL_USERNAME KAFKA_SASL_PASSWORD", ""},
+		status: []string{
+			`503 {"ok":false,"reason":"settings: KAFKA_SASL_PASSWORD is not set","problems":[]}`,
+			`200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test1","lag":{"total":7},"last_drains":[{"run":"c0","records":0,"stopped":"error"}]}`,
+			`200 {"ok":true,"lag":{"total":7}}`,
+			readyStatus,
+		},
+	}, []string{"CI=true"})
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
+	if n := r.count(restartCall); n != 1 {
+		t.Errorf("app restarted %d times for unresolved Key Vault references, want 1; calls: %q", n, r.calls)
+	}
+	if !strings.Contains(r.stdout, "KAFKA_SASL_PASSWORD") {
+		t.Errorf("stdout does not name the unresolved reference:\n%s", r.stdout)
+	}
+	enable := r.index(enableTimer)
+	if enable < 0 {
+		t.Fatalf("the timer was not enabled; calls: %q", r.calls)
+	}
+	if r.count(statusCall) != 4 || r.lastIndex(statusCall) > enable {
+		t.Errorf("the timer must be enabled after the 4th status (the first ok with a drain); calls: %q", r.calls)
+	}
+	if n := r.count(catchUpCall); n != 2 {
+		t.Errorf("%d catch-ups, want 2 (after the unauthorized status and after ok without a drain); calls: %q", n, r.calls)
+	}
+	if r.index(restartCall) > r.index(statusCall) {
+		t.Errorf("restart must come before the status is read; calls: %q", r.calls)
+	}
+	if !strings.Contains(r.stdout, "unauthorized: sending to event hub prod.test1") || !strings.Contains(r.stdout, `"ok": true`) {
+		t.Errorf("stdout must show why the app was not ready, then the final status:\n%s", r.stdout)
+	}
+}
+
+// TestDeployLeavesTheTimerDisabledWhenNotReady (issue 24, item 3): when the
+// app does not become ready in DEPLOY_READY_TIMEOUT the timer stays
+// disabled and the script fails with one line naming the reason; the app
+// is restarted for unresolved references at most once per
+// DEPLOY_RESTART_INTERVAL.
+func TestDeployLeavesTheTimerDisabledWhenNotReady(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		sc           deployScenario
+		restarts     int
+	}{
+		{"unauthorized", "unauthorized: sending to event hub prod.test2",
+			deployScenario{status: []string{`200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test2","last_drains":[]}`}}, 0},
+		{"key vault", "Key Vault references not resolved: KAFKA_SASL_PASSWORD",
+			deployScenario{refs: []string{"KAFKA_SASL_PASSWORD"}}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runDeployScenario(t, tc.sc, []string{"CI=true", "DEPLOY_READY_TIMEOUT=3", "DEPLOY_POLL_INTERVAL=1", "DEPLOY_RESTART_INTERVAL=300"})
+			if r.err == nil {
+				t.Fatalf("deploy succeeded although the app never became ready; calls: %q", r.calls)
+			}
+			if r.index(enableTimer) >= 0 || r.index("az functionapp config appsettings set") >= 0 {
+				t.Errorf("the timer was enabled; calls: %q", r.calls)
+			}
+			if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(r.stderr, tc.reason) || !strings.Contains(r.stderr, "AzureWebJobs.MirrorTimer.Disabled=true") {
+				t.Errorf("stderr %q, want one line naming %q and the disabled timer", r.stderr, tc.reason)
+			}
+			if n := r.count(restartCall); n != tc.restarts {
+				t.Errorf("%d restarts, want %d; calls: %q", n, tc.restarts, r.calls)
+			}
+		})
 	}
 }

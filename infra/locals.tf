@@ -34,11 +34,14 @@ locals {
     managed-by  = "terraform"
   })
 
-  # Resource providers used by this configuration (see providers.tf).
+  # Resource providers used by this configuration (see providers.tf);
+  # faults/terraform_providers_test.go checks that every resource type's
+  # namespace is here and in both READMEs.
   resource_providers = [
     "Microsoft.EventHub",
     "Microsoft.Insights",
     "Microsoft.KeyVault",
+    "Microsoft.ManagedIdentity", # the app's user-assigned identity
     "Microsoft.OperationalInsights",
     "Microsoft.Storage",
     "Microsoft.Web",
