@@ -94,6 +94,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the emulator's logs (default: discarded).
 	Logger *slog.Logger
+	// Quota, when it has throughput units, throttles the namespace's
+	// ingress as the service does (default off).
+	Quota Quota
 
 	// heartbeat overrides the interval of the emulator's empty frames (tests).
 	heartbeat time.Duration
@@ -143,6 +146,7 @@ type configFile struct {
 				TrustUnsignedTokensFromLoopback bool
 				Audiences                       []string
 			} `json:"EntraId"`
+			Quota    *quotaFile
 			Entities []struct {
 				Name           string
 				PartitionCount json.RawMessage
@@ -157,6 +161,27 @@ type configFile struct {
 			}
 		}
 	}
+}
+
+// quotaFile is a namespace's "Quota" in Config.json (see [Quota]).
+type quotaFile struct {
+	ThroughputUnits      int
+	IngressBytesPerUnit  int64
+	IngressEventsPerUnit int64
+	// Period is a Go duration, e.g. "1s" or "100ms".
+	Period string
+}
+
+func (f *quotaFile) quota() (Quota, error) {
+	q := Quota{ThroughputUnits: f.ThroughputUnits, IngressBytesPerUnit: f.IngressBytesPerUnit, IngressEventsPerUnit: f.IngressEventsPerUnit}
+	if f.Period != "" {
+		d, err := time.ParseDuration(f.Period)
+		if err != nil {
+			return q, fmt.Errorf("Period: %q is not a duration such as \"1s\" or \"100ms\"", f.Period)
+		}
+		q.Period = d
+	}
+	return q, q.validate()
 }
 
 // LoadConfigFile reads hubs from a JSON file in the format of Microsoft's
@@ -178,8 +203,10 @@ func LoadConfigFile(path string) ([]HubConfig, error) {
 // entity; "RoleAssignments" ([{"Principal":"<oid>","Role":"Azure Event Hubs
 // Data Sender","Hub":""}]) on a namespace, or without Hub on an entity; and
 // "EntraId" ({"SigningKeys":["<PEM>"],"TrustUnsignedTokensFromLoopback":true,
-// "Audiences":[…]}) on a namespace. The returned Config has Hubs, Policies
-// and EntraID set. Errors are one line naming the file and the offending
+// "Audiences":[…]}) on a namespace; and "Quota" ({"ThroughputUnits":1,
+// "IngressBytesPerUnit":1048576,"IngressEventsPerUnit":1000,"Period":"1s"},
+// see [Quota]) on one namespace. The returned Config has Hubs, Policies,
+// EntraID and Quota set. Errors are one line naming the file and the offending
 // field.
 func LoadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
@@ -219,6 +246,16 @@ func parseConfigFile(path string, data []byte) (Config, error) {
 			cfg.EntraID.SigningKeys = append(cfg.EntraID.SigningKeys, e.SigningKeys...)
 			cfg.EntraID.TrustUnsignedFromLoopback = cfg.EntraID.TrustUnsignedFromLoopback || e.TrustUnsignedTokensFromLoopback
 			cfg.EntraID.Audiences = append(cfg.EntraID.Audiences, e.Audiences...)
+		}
+		if ns.Quota != nil {
+			if cfg.Quota != (Quota{}) {
+				return cfg, fmt.Errorf("%s: %s.Quota: a second namespace quota; the emulator serves one namespace", path, nsField)
+			}
+			q, err := ns.Quota.quota()
+			if err != nil {
+				return cfg, fmt.Errorf("%s: %s.Quota.%w", path, nsField, err)
+			}
+			cfg.Quota = q
 		}
 		for j, e := range ns.Entities {
 			field := fmt.Sprintf("%s.Entities[%d]", nsField, j)

@@ -166,6 +166,13 @@ func (l *link) ingest(d *incomingDelivery) []byte {
 		srv.stats.rejectedSends.Add(1)
 		return rejectedState(&amqp.Error{Condition: "amqp:decode-error", Description: err.Error()})
 	}
+	if srv.throttle != nil && len(msgs) > 0 && !srv.throttle.admit(d.size, len(msgs)) {
+		clear(msgs)
+		l.msgs, l.locs = msgs[:0], locs[:0]
+		srv.stats.rejectedSends.Add(1)
+		srv.stats.throttledRequests.Add(1)
+		return rejectedState(&amqp.Error{Condition: ConditionServerBusy, Description: ServerBusyDescription})
+	}
 	p := l.partition
 	switch {
 	case p >= 0:

@@ -29,6 +29,7 @@ type Server struct {
 	faults      *Faults
 	entraKeys   entraKeys
 	stats       counters
+	throttle    *throttle // nil without a quota
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -50,6 +51,7 @@ type counters struct {
 	bytesStored         atomic.Int64
 	rejectedSends       atomic.Int64
 	eventsDelivered     atomic.Int64
+	throttledRequests   atomic.Int64
 }
 
 // Start validates cfg, listens on cfg.Listen and serves connections until
@@ -84,6 +86,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emulator: %w", err)
 	}
+	if err := cfg.Quota.validate(); err != nil {
+		return nil, fmt.Errorf("emulator: Quota.%w", err)
+	}
 	srv := &Server{
 		entraKeys:   keys,
 		cfg:         cfg,
@@ -94,6 +99,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		links:       map[*link]struct{}{},
 	}
 	srv.faults = newFaults(srv)
+	if cfg.Quota.Enabled() {
+		srv.throttle = newThrottle(cfg.Quota, time.Now)
+		srv.log.Info("ingress quota", "quota", cfg.Quota.String())
+	}
 	for i, h := range cfg.Hubs {
 		if err := srv.AddHub(h); err != nil {
 			srv.closeLogs()
@@ -370,9 +379,13 @@ type Stats struct {
 	ConnectionsOpen     int64 // connections currently open
 	EventsStored        int64 // events stored since Start, all hubs
 	BytesStored         int64 // bytes of accepted producer deliveries
-	RejectedSends       int64 // producer deliveries rejected (faults, size, malformed)
+	RejectedSends       int64 // producer deliveries rejected (faults, size, malformed, quota)
 	EventsDelivered     int64 // events sent to consumers
 	Hubs                map[string]HubStats
+	// ThrottledRequests counts producer deliveries rejected with
+	// server-busy because the namespace's [Quota] was exhausted, like the
+	// service's ThrottledRequests metric.
+	ThrottledRequests int64
 }
 
 // HubStats are the statistics of one hub.
@@ -399,6 +412,7 @@ func (srv *Server) Stats() Stats {
 		BytesStored:         srv.stats.bytesStored.Load(),
 		RejectedSends:       srv.stats.rejectedSends.Load(),
 		EventsDelivered:     srv.stats.eventsDelivered.Load(),
+		ThrottledRequests:   srv.stats.throttledRequests.Load(),
 		Hubs:                map[string]HubStats{},
 	}
 	srv.mu.Lock()

@@ -52,3 +52,49 @@ func TestSendErrorsAreClassified(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaRefusalIsThrottledAndNotRetried: a send over the namespace's
+// quota reaches the mirror at once as mirror.ErrThrottled (the SDK makes
+// one attempt per send, so the mirror's own retry handles server-busy),
+// and nothing of it is stored.
+func TestQuotaRefusalIsThrottledAndNotRetried(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// 5 events per hour: a first batch of 6 leaves the namespace in debt.
+	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 4}},
+		Quota: emulator.Quota{ThroughputUnits: 1, IngressEventsPerUnit: 5, Period: time.Hour}})
+	if err != nil {
+		t.Fatalf("emulator: %v", err)
+	}
+	t.Cleanup(func() { _ = emu.Close() })
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	send := func(n int) error {
+		b, err := sink.NewBatch(ctx, "orders", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if err := b.Add(&mirror.Event{Body: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return sink.Send(ctx, b)
+	}
+	if err := send(6); err != nil {
+		t.Fatalf("first batch: %v", err)
+	}
+	start := time.Now()
+	err = send(1)
+	if !errors.Is(err, mirror.ErrThrottled) {
+		t.Fatalf("send over the quota: %v, want mirror.ErrThrottled", err)
+	}
+	// The SDK's own retry would wait its RetryDelay (200 ms here, 4 s by
+	// default) before a second attempt.
+	if st := emu.Stats(); st.ThrottledRequests != 1 || st.EventsStored != 6 {
+		t.Fatalf("after %s: %d throttled requests, %d events stored; want 1 (one attempt) and 6", time.Since(start), st.ThrottledRequests, st.EventsStored)
+	}
+}

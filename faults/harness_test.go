@@ -62,6 +62,8 @@ type envConfig struct {
 	// EmulatorKey is the emulator's shared access key (default: the
 	// emulator's default).
 	EmulatorKey string
+	// Quota is the namespace's ingress quota (default: none).
+	Quota emulator.Quota
 }
 
 // env is one scenario's world: a real Kafka (kfake), a real Event Hubs
@@ -155,7 +157,7 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 	for _, h := range hubs {
 		e.hubs[h.Name] = h.PartitionCount
 	}
-	emu, err := emulator.Start(context.Background(), emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs, Key: cfg.EmulatorKey, Logger: componentLogger("emulator")})
+	emu, err := emulator.Start(context.Background(), emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs, Key: cfg.EmulatorKey, Logger: componentLogger("emulator"), Quota: cfg.Quota})
 	if err != nil {
 		t.Fatalf("emulator: %v", err)
 	}

@@ -186,6 +186,10 @@ type drain struct {
 	inflight *semaphore.Weighted
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
+	acked    atomic.Int64 // batches Event Hubs accepted
+	// throttled counts sends refused with server-busy, throttledWait the
+	// nanoseconds senders backed off after them.
+	throttled, throttledWait atomic.Int64
 
 	commitMu sync.Mutex
 
@@ -450,6 +454,7 @@ func (d *drain) report(ctx context.Context) {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
 	}
 	d.rep.Stopped = d.stopped
+	d.rep.Throttled, d.rep.ThrottledWait = d.throttled.Load(), time.Duration(d.throttledWait.Load())
 	caughtUp := true
 	for _, ps := range d.order {
 		ps.mu.Lock()

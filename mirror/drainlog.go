@@ -16,7 +16,7 @@ const DrainLogMessage = "drain"
 // records, bytes, lag (after the drain; -1 unknown), partitions, errors,
 // gaps (partitions with records lost to retention), oversized (records
 // skipped plus partitions stopped at an oversized record), duration_ms,
-// budget_ms and stopped. The structured line is at level ERROR when records
+// budget_ms, stopped and throttled (sends refused with server-busy). The structured line is at level ERROR when records
 // could not be mirrored, else INFO. startFailed says the drain could not
 // start (its lag is then unknown).
 func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger string, budget time.Duration, startFailed bool) {
@@ -60,6 +60,7 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 		"duration_ms", rep.Duration.Milliseconds(),
 		"budget_ms", budget.Milliseconds(),
 		"stopped", rep.Stopped,
+		"throttled", rep.Throttled,
 	)
 }
 

@@ -37,6 +37,14 @@ type Report struct {
 	Skipped int64 `json:"skipped"`
 	// LagAfter is the sum of the partitions' lag after the drain.
 	LagAfter int64 `json:"lag_after"`
+	// Throttled counts the sends Event Hubs refused with server-busy (the
+	// namespace's throughput units were exhausted; each was retried), and
+	// ThrottledWait is the time senders spent backing off after them,
+	// summed over the drain's hub partitions. A batch still refused when
+	// reading ended is left for the next drain, not failed, once the drain
+	// acknowledged anything.
+	Throttled     int64         `json:"throttled,omitempty"`
+	ThrottledWait time.Duration `json:"throttled_wait_ns,omitempty"`
 	// Stopped says why the drain ended.
 	Stopped string `json:"stopped"`
 	// Paused lists the topics left out because they are paused.
@@ -171,6 +179,9 @@ func (r *Report) Summary() string {
 	}
 	if r.Skipped > 0 {
 		fmt.Fprintf(&b, ", %d oversized records skipped", r.Skipped)
+	}
+	if r.Throttled > 0 {
+		fmt.Fprintf(&b, ", throttled by Event Hubs: %d sends refused (server-busy), %s backing off", r.Throttled, r.ThrottledWait.Round(time.Millisecond))
 	}
 	if n := r.errorCount(); n > 0 {
 		fmt.Fprintf(&b, ", %d errors", n)

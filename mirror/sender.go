@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -35,6 +36,8 @@ type sender struct {
 	// dead is set after a fatal error (hub missing, unauthorized); queued
 	// items are then dropped without being sent.
 	dead error
+	// throttleLogged is set once a server-busy refusal was logged.
+	throttleLogged bool
 }
 
 // run sends batches until in is closed. No batch is started once workCtx
@@ -183,8 +186,10 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 	if s.d.dd != nil {
 		markSending(items)
 	}
+	refused := false // the last attempt was refused with server-busy
 	err := s.retry(workCtx, "sending a batch", func() error {
 		err := s.d.m.sink.Send(sendCtx, batch)
+		refused = errors.Is(err, ErrThrottled)
 		if err != nil && s.d.dd != nil && !errors.Is(err, ErrThrottled) && !isFatal(err) {
 			// The batch may be stored: sending it again could store it
 			// twice. The partitions fail, and the next drain reads back
@@ -194,9 +199,18 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 		return err
 	})
 	if err != nil {
+		if refused && workCtx.Err() != nil && (s.d.acked.Load() > 0 || errors.Is(workCtx.Err(), context.Canceled)) {
+			// Throttled until reading ended, in a drain that made
+			// progress or was canceled: the namespace is at its quota,
+			// not broken. The batch was refused, so not stored: the next
+			// drain sends it.
+			s.unsent(items...)
+			return
+		}
 		s.failItems(fmt.Errorf("event hub %q partition %s: %w", s.hub, s.partitionID, err), items...)
 		return
 	}
+	s.d.acked.Add(1)
 	var weight int64
 	for _, it := range items {
 		it.ps.ack(it.offset, it.size)
@@ -257,16 +271,56 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		if isFatal(err) || errors.As(err, &final) {
 			return err
 		}
-		throttled = throttled || errors.Is(err, ErrThrottled)
+		busy := errors.Is(err, ErrThrottled)
+		if busy {
+			s.d.throttled.Add(1)
+		}
 		if ctx.Err() != nil {
 			return giveUp(attempt, err)
 		}
-		s.d.logger.WarnContext(ctx, "event hubs error; retrying", "hub", s.hub, "partition", s.partitionID, "attempt", attempt, "err", err)
-		if !sleep(ctx, backoff) {
+		pause := backoff
+		switch {
+		case busy && s.throttleLogged:
+			// At the namespace's quota every sender is refused often:
+			// the first refusal per sender and drain is logged, the rest
+			// counted in the report.
+			s.d.logger.DebugContext(ctx, "event hubs throttled; retrying", "hub", s.hub, "partition", s.partitionID, "attempt", attempt, "err", err)
+		default:
+			s.throttleLogged = s.throttleLogged || busy
+			s.d.logger.WarnContext(ctx, "event hubs error; retrying", "hub", s.hub, "partition", s.partitionID, "attempt", attempt, "err", err)
+		}
+		if busy {
+			pause = throttlePause(backoff)
+		}
+		throttled = throttled || busy
+		began := time.Now()
+		slept := sleep(ctx, pause)
+		if busy {
+			s.d.throttledWait.Add(int64(time.Since(began)))
+		}
+		if !slept {
 			return giveUp(attempt, err)
 		}
 		backoff = min(backoff*2, s.d.m.opts.MaxRetryBackoff)
 	}
+}
+
+// maxThrottlePause caps the pause after a send refused with server-busy.
+// The service admits a namespace's ingress against a short window running
+// total of its traffic (see emulator.Quota): a sender that waits much longer
+// than that window leaves quota unused, while a refused send costs no
+// quota. The service's own text asks for 4 seconds; with one sender per hub
+// partition, pauses of up to a second, spread by jitter, keep the namespace
+// at its quota (README, Performance) and do not hold up the senders of
+// partitions that were not refused.
+const maxThrottlePause = time.Second
+
+// throttlePause is the pause after a throttled send: backoff, at most
+// maxThrottlePause, spread by ±20% so that the senders refused together do
+// not come back together.
+func throttlePause(backoff time.Duration) time.Duration {
+	p := min(backoff, maxThrottlePause)
+	return time.Duration(float64(p) * (0.8 + 0.4*rand.Float64()))
 }
 
 // finalError is an error the sender must not retry, although it is not

@@ -5,6 +5,7 @@
 //
 //	emulator [-config Config.json] [-listen 127.0.0.1:5672] [-key-name NAME] [-key KEY] [-accept-any-token] [-entra-trust-loopback] [-data-dir DIR]
 //	         [-tls-listen 127.0.0.1:5671] [-ws-listen 127.0.0.1:443] [-tls-cert cert.pem -tls-key key.pem]
+//	         [-throughput-units N [-quota-period 1s] [-stats-interval 10s]]
 //
 // Without -config it serves the hubs prod.test1..prod.test5 with 4 partitions
 // each. Once it accepts connections it prints the connection string
@@ -14,6 +15,11 @@
 // as the first line of standard output, logs to standard error and runs until
 // SIGINT or SIGTERM. A bad configuration file is reported on one line of
 // standard error, naming the file and the field, with exit status 2.
+//
+// With -throughput-units (or a "Quota" in Config.json) the namespace's
+// ingress is throttled like the service's (see emulator.Quota), and the
+// count of throttled requests is logged every -stats-interval while it
+// grows, and at shutdown.
 package main
 
 import (
@@ -28,6 +34,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/ehmirror/ehmirror/emulator"
 )
@@ -53,6 +60,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dataDir := fs.String("data-dir", "", "keep events, sequence numbers and offsets in this `directory` across restarts (default: memory only)")
 	trustLoopback := fs.Bool("entra-trust-loopback", false, "accept Entra ID tokens from loopback clients without checking their signature (roles from -config still apply)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	units := fs.Int("throughput-units", -1, "throttle the namespace's ingress to this many throughput `units` (1 MiB or 1,000 events per second each; 0 disables; default: the Quota of -config, else off)")
+	quotaPeriod := fs.Duration("quota-period", 0, "the `period` a unit's 1 MiB or 1,000 events are for (default 1s; shorter compresses time, e.g. 100ms)")
+	statsInterval := fs.Duration("stats-interval", 10*time.Second, "with a quota, log the throttled requests this `often` while they grow")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -76,6 +86,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *trustLoopback {
 		fileCfg.EntraID.TrustUnsignedFromLoopback = true
+	}
+	if *units >= 0 {
+		fileCfg.Quota.ThroughputUnits = *units
+	}
+	if *quotaPeriod != 0 {
+		fileCfg.Quota.Period = *quotaPeriod
+	}
+	if *statsInterval <= 0 {
+		fmt.Fprintf(stderr, "emulator: -stats-interval: %s is not positive\n", *statsInterval)
+		return 2
 	}
 
 	var cert *tls.Certificate
@@ -105,19 +125,52 @@ func run(args []string, stdout, stderr io.Writer) int {
 		WebSocketListen: *wsListen,
 		TLSCertificate:  cert,
 		Logger:          logger,
+		Quota:           fileCfg.Quota,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "emulator: %v\n", err)
 		return 1
 	}
 	fmt.Fprintln(stdout, srv.ConnectionString())
+	if fileCfg.Quota.Enabled() {
+		go logThrottling(ctx, srv, logger, *statsInterval)
+	}
 	<-ctx.Done()
+	if fileCfg.Quota.Enabled() {
+		logIngress(srv, logger)
+	}
 	logger.Info("shutting down")
 	if err := srv.Close(); err != nil {
 		logger.Error("close", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// logThrottling logs the ingress counters every interval in which the
+// throttled requests grew, until ctx ends.
+func logThrottling(ctx context.Context, srv *emulator.Server, logger *slog.Logger, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := srv.Stats().ThrottledRequests; n > last {
+				last = n
+				logIngress(srv, logger)
+			}
+		}
+	}
+}
+
+// logIngress logs the namespace's ingress counters, ThrottledRequests as
+// the service's metric of that name counts them.
+func logIngress(srv *emulator.Server, logger *slog.Logger) {
+	st := srv.Stats()
+	logger.Info("ingress", "throttled_requests", st.ThrottledRequests, "events_stored", st.EventsStored, "bytes_stored", st.BytesStored)
 }
 
 // loadOrCreateCertificate loads the PEM certificate and key files, or
