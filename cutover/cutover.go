@@ -23,11 +23,11 @@ var ErrMirrorBehind = errors.New("mirror behind the consumer group")
 // Group reads a Kafka consumer group (the application's group, not the
 // mirror's). The kafka adapter implements it.
 type Group interface {
-	// GroupMembers returns how many members group has now.
-	GroupMembers(ctx context.Context, group string) (int, error)
-	// GroupCommitted returns group's committed offsets for tps,
+	// MembersOf returns how many members group has now.
+	MembersOf(ctx context.Context, group string) (int, error)
+	// CommittedOf returns group's committed offsets for tps,
 	// mirror.NoOffset where it committed nothing.
-	GroupCommitted(ctx context.Context, group string, tps []mirror.TopicPartition) (map[mirror.TopicPartition]int64, error)
+	CommittedOf(ctx context.Context, group string, tps []mirror.TopicPartition) (map[mirror.TopicPartition]int64, error)
 }
 
 // Hubs reads the events of hub partitions. The eventhubs adapter
@@ -119,7 +119,7 @@ func Run(ctx context.Context, g Group, h Hubs, w CheckpointWriter, req Request, 
 		return nil, err
 	}
 	res := &Result{Group: req.Group, Namespace: req.Namespace, ConsumerGroup: req.ConsumerGroup, By: req.By, At: time.Now().UTC(), Forced: req.Force}
-	members, err := g.GroupMembers(ctx, req.Group)
+	members, err := g.MembersOf(ctx, req.Group)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: members of %q: %w", req.Group, err)
 	}
@@ -133,7 +133,7 @@ func Run(ctx context.Context, g Group, h Hubs, w CheckpointWriter, req Request, 
 			tps = append(tps, mirror.TopicPartition{Topic: t.Topic, Partition: int32(p)})
 		}
 	}
-	committed, err := g.GroupCommitted(ctx, req.Group, tps)
+	committed, err := g.CommittedOf(ctx, req.Group, tps)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: committed offsets of %q: %w", req.Group, err)
 	}
