@@ -65,3 +65,17 @@ func (s *Sink) ScanPartition(ctx context.Context, hub, partitionID string, fn fu
 	}
 	return nil
 }
+
+// Namespace returns the fully qualified namespace the sink writes to, as
+// the SDK's processors name it in checkpoints: the connection string's
+// endpoint host, or Options.FullyQualifiedNamespace.
+func (s *Sink) Namespace() (string, error) {
+	if s.opts.ConnectionString == "" {
+		return s.opts.FullyQualifiedNamespace, nil
+	}
+	p, err := azeventhubs.ParseConnectionString(s.opts.ConnectionString)
+	if err != nil {
+		return "", fmt.Errorf("eventhubs: connection string: %w", err)
+	}
+	return p.FullyQualifiedNamespace, nil
+}
