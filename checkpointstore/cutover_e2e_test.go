@@ -14,8 +14,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2/checkpoints"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,6 +24,7 @@ import (
 	"github.com/ehmirror/ehmirror/cutover/filter"
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/internal/azurite"
 	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -71,7 +72,7 @@ func testLogger() *slog.Logger {
 // record the group had not processed (0 missing), exactly the events the
 // plan counted, and with the filter nothing the group had processed.
 func TestCutoverProcessorStartsExactly(t *testing.T) {
-	conn := startAzurite(t)
+	conn := azurite.Start(t)
 	for i, c := range []struct {
 		mode  mirror.Partitioning
 		dedup bool
@@ -125,7 +126,7 @@ func runScenario(t *testing.T, storage, containerName string, mode mirror.Partit
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sink.Close(context.Background()) })
-	cc := newContainer(t, storage, containerName)
+	cc := azurite.NewContainer(t, storage, containerName)
 	store, err := checkpointstore.New(checkpointstore.Options{ConnectionString: storage, Container: containerName})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/checkpointstore"
 	"github.com/ehmirror/ehmirror/cutover"
+	"github.com/ehmirror/ehmirror/internal/azurite"
 )
 
 // TestWriteCheckpointOnAzurite: the checkpoints written are what the
@@ -16,8 +17,8 @@ import (
 // names as given and, for the other SDKs, lower-cased; a second write
 // replaces the first.
 func TestWriteCheckpointOnAzurite(t *testing.T) {
-	conn := startAzurite(t)
-	cc := newContainer(t, conn, "checkpoints")
+	conn := azurite.Start(t)
+	cc := azurite.NewContainer(t, conn, "checkpoints")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	store, err := checkpointstore.New(checkpointstore.Options{ConnectionString: conn, Container: "checkpoints"})

@@ -1,4 +1,8 @@
-package checkpointstore_test
+// Package azurite runs Azurite's blob service (the Azure Storage emulator,
+// from npm) for tests: the checkpoint store of the Event Hubs processors.
+// It installs the pinned version into the user cache once, like
+// scripts/conformance. It is for tests only.
+package azurite
 
 import (
 	"context"
@@ -9,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,22 +20,19 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 )
 
-// azuriteVersion is the Azurite the tests install with npm, the one
+// Version is the Azurite the tests install with npm, the one
 // scripts/conformance pins.
-const azuriteVersion = "3.35.0"
+const Version = "3.35.0"
 
-// azuriteKey is Azurite's well-known development account key (public, the
-// same in every Azurite installation).
-const azuriteKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+// Key is Azurite's well-known development account key (public, the same
+// in every Azurite installation), of the account devstoreaccount1.
+const Key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
-// installMu serialises the npm install of the tests of this package.
-var installMu sync.Mutex
-
-// startAzurite installs the pinned Azurite with npm into the user cache
+// Start installs the pinned Azurite with npm into the user cache
 // (once) and runs its blob service over HTTP on a free port, in memory. It
 // returns the storage connection string. A machine without Node.js and
 // npm fails the test: it is a required peer, never skipped.
-func startAzurite(t *testing.T) string {
+func Start(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -40,21 +40,29 @@ func startAzurite(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("azurite: %v", err)
 	}
-	dir := filepath.Join(cache, "ehmirror", "azurite-"+azuriteVersion)
+	dir := filepath.Join(cache, "ehmirror", "azurite-"+Version)
 	bin := filepath.Join(dir, "node_modules", ".bin", "azurite-blob")
-	installMu.Lock()
 	if _, err := os.Stat(bin); err != nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			installMu.Unlock()
+		// Install beside it and rename, so that test processes installing
+		// at the same time never see half an installation.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			t.Fatalf("azurite: %v", err)
 		}
-		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", dir, "azurite@"+azuriteVersion)
+		tmp, err := os.MkdirTemp(filepath.Dir(dir), "install-")
+		if err != nil {
+			t.Fatalf("azurite: %v", err)
+		}
+		defer os.RemoveAll(tmp)
+		cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--prefix", tmp, "azurite@"+Version)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			installMu.Unlock()
-			t.Fatalf("npm install azurite@%s (Node.js 20+ with npm is needed): %v\n%s", azuriteVersion, err, out)
+			t.Fatalf("npm install azurite@%s (Node.js 20+ with npm is needed): %v\n%s", Version, err, out)
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			if _, statErr := os.Stat(bin); statErr != nil {
+				t.Fatalf("azurite: %v", err)
+			}
 		}
 	}
-	installMu.Unlock()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +88,7 @@ func startAzurite(t *testing.T) string {
 	if err := waitListening(ctx, exited, "127.0.0.1:"+port, 60*time.Second); err != nil {
 		t.Fatalf("azurite: %v", err)
 	}
-	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;BlobEndpoint=http://127.0.0.1:%s/devstoreaccount1;", azuriteKey, port)
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;BlobEndpoint=http://127.0.0.1:%s/devstoreaccount1;", Key, port)
 }
 
 // waitListening waits until addr accepts connections, the process ends
@@ -104,8 +112,8 @@ func waitListening(ctx context.Context, exited <-chan struct{}, addr string, lim
 	}
 }
 
-// newContainer creates a blob container on Azurite and returns its client.
-func newContainer(t *testing.T, conn, name string) *container.Client {
+// NewContainer creates a blob container on Azurite and returns its client.
+func NewContainer(t testing.TB, conn, name string) *container.Client {
 	t.Helper()
 	cc, err := container.NewClientFromConnectionString(conn, name, nil)
 	if err != nil {
