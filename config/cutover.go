@@ -36,7 +36,11 @@ func LoadCutover(getenv func(string) string) (Cutover, Problems) {
 	if c.StorageConnectionString != "" && c.BlobServiceURI != "" {
 		l.problem(CutoverStorageURI, "set together with %s; set one", CutoverStorage)
 	}
-	if c.StorageConnectionString != "" && !strings.Contains(strings.ToLower(c.StorageConnectionString), "accountname=") && !strings.Contains(strings.ToLower(c.StorageConnectionString), "blobendpoint=") {
+	switch lower := strings.ToLower(c.StorageConnectionString); {
+	case lower == "":
+	case strings.HasPrefix(lower, "usedevelopmentstorage="):
+		l.problem(CutoverStorage, "UseDevelopmentStorage is not supported by the Blob client; write Azurite's connection string out (AccountName=devstoreaccount1;AccountKey=…;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1)")
+	case !strings.Contains(lower, "accountname=") && !strings.Contains(lower, "blobendpoint="):
 		l.problem(CutoverStorage, "is not a storage account connection string (no AccountName or BlobEndpoint)")
 	}
 	if c.BlobServiceURI != "" {

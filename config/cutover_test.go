@@ -18,6 +18,7 @@ func TestLoadCutover(t *testing.T) {
 	for _, bad := range []map[string]string{
 		{CutoverStorage: conn, CutoverStorageURI: "https://acct.blob.core.windows.net"},
 		{CutoverStorage: "not a connection string"},
+		{CutoverStorage: "UseDevelopmentStorage=true"},
 		{CutoverStorageURI: "acct.blob.core.windows.net"},
 	} {
 		if _, p := LoadCutover(env(bad)); len(p) != 1 {
