@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ func testLogger() *slog.Logger {
 // plan counted, and with the filter nothing the group had processed.
 func TestCutoverProcessorStartsExactly(t *testing.T) {
 	conn := azurite.Start(t)
+	jsDir := installJSProcessor(t)
 	for i, c := range []struct {
 		mode  mirror.Partitioning
 		dedup bool
@@ -83,12 +85,18 @@ func TestCutoverProcessorStartsExactly(t *testing.T) {
 		{mirror.PartitionRoundRobin, false},
 	} {
 		t.Run(fmt.Sprintf("%s/dedup=%v", c.mode, c.dedup), func(t *testing.T) {
-			runScenario(t, conn, "cp"+strconv.Itoa(i), c.mode, c.dedup)
+			js := ""
+			if i == 0 {
+				js = jsDir // once: the JavaScript processor is slow to start
+			}
+			runScenario(t, conn, "cp"+strconv.Itoa(i), c.mode, c.dedup, js)
 		})
 	}
 }
 
-func runScenario(t *testing.T, storage, containerName string, mode mirror.Partitioning, dedup bool) {
+// runScenario runs the scenario with one partitioning mode; with jsDir
+// set, the JavaScript SDK's processor also reads the checkpoints.
+func runScenario(t *testing.T, storage, containerName string, mode mirror.Partitioning, dedup bool, jsDir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	kopts := []kfake.Opt{kfake.NumBrokers(1)}
@@ -223,22 +231,54 @@ func runScenario(t *testing.T, storage, containerName string, mode mirror.Partit
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans := map[string]cutover.PartitionPlan{}
 	wantPerHub := map[string]int64{}
 	for _, p := range res.Partitions {
-		plans[p.Hub+"/"+p.PartitionID] = p
 		wantPerHub[p.Hub] += p.Delivered
+	}
+	goEvents := map[string][]receivedEvent{}
+	for _, hub := range res.Hubs {
+		goEvents[hub] = receiveWithProcessor(ctx, t, emu.ConnectionString(), hub, bs, wantPerHub[hub])
+	}
+	checkReceived(t, "the Go processor", res, goEvents, f)
+	if jsDir != "" {
+		// The JavaScript SDK names the namespace by the endpoint's host
+		// without the port (the emulator's has one; Azure's has none): the
+		// checkpoints are written again under that spelling, as a user
+		// passes "namespace" to match the consumers.
+		jsReq := request(true, false)
+		if host, _, err := net.SplitHostPort(jsReq.Namespace); err == nil {
+			jsReq.Namespace = host
+		}
+		if _, err := cutover.Run(ctx, src, sink, store, jsReq, testLogger()); err != nil {
+			t.Fatalf("cut-over for the JavaScript consumers: %v", err)
+		}
+		jsEvents := map[string][]receivedEvent{}
+		for _, hub := range res.Hubs {
+			jsEvents[hub] = receiveWithJavaScript(ctx, t, jsDir, emu.ConnectionString(), hub, storage, containerName, wantPerHub[hub])
+		}
+		checkReceived(t, "the JavaScript processor", res, jsEvents, f)
+	}
+}
+
+// checkReceived checks what a processor received from the cut-over's
+// checkpoints, per hub: every record the group had not processed (0
+// missing), exactly the planned number of events per partition, and with
+// the filter exactly the processed records dropped.
+func checkReceived(t *testing.T, who string, res *cutover.Result, byHub map[string][]receivedEvent, f *filter.Filter) {
+	t.Helper()
+	plans := map[string]cutover.PartitionPlan{}
+	for _, p := range res.Partitions {
+		plans[p.Hub+"/"+p.PartitionID] = p
 	}
 	received := map[mirror.TopicPartition]map[int64]int{}
 	var redelivered, kept int64
 	for _, hub := range res.Hubs {
-		evs := receiveWithProcessor(ctx, t, emu.ConnectionString(), hub, bs, wantPerHub[hub])
-		perPartition := map[string]int64{}
-		for _, ev := range evs {
-			perPartition[ev.partition]++
+		counts := map[string]int64{}
+		for _, ev := range byHub[hub] {
+			counts[ev.partition]++
 			tp, o, ok := cutover.ProvenanceOf(ev.props)
 			if !ok {
-				t.Fatalf("hub %s partition %s: an event without provenance", hub, ev.partition)
+				t.Fatalf("%s: hub %s partition %s: an event without provenance", who, hub, ev.partition)
 			}
 			if received[tp] == nil {
 				received[tp] = map[int64]int{}
@@ -247,18 +287,18 @@ func runScenario(t *testing.T, storage, containerName string, mode mirror.Partit
 			if f.Processed(ev.props) {
 				redelivered++
 				if c, ok := groupCommits[tp.Topic][tp.Partition]; !ok || o >= c {
-					t.Fatalf("the filter drops %s@%d, which the group had not processed", tp, o)
+					t.Fatalf("%s: the filter drops %s@%d, which the group had not processed", who, tp, o)
 				}
 				continue
 			}
 			kept++
 			if c, ok := groupCommits[tp.Topic][tp.Partition]; ok && o < c {
-				t.Fatalf("after the filter, %s@%d is delivered, which the group had processed (committed %d)", tp, o, c)
+				t.Fatalf("%s: after the filter, %s@%d is delivered, which the group had processed (committed %d)", who, tp, o, c)
 			}
 		}
-		for id, n := range perPartition {
-			if p := plans[hub+"/"+id]; n != p.Delivered {
-				t.Errorf("hub %s partition %s: the processor received %d events, the plan says %d from checkpoint %+v", hub, id, n, p.Delivered, p.Checkpoint)
+		for _, p := range res.Partitions {
+			if p.Hub == hub && counts[p.PartitionID] != p.Delivered {
+				t.Errorf("%s: hub %s partition %s: received %d events, the plan says %d from checkpoint %+v", who, hub, p.PartitionID, counts[p.PartitionID], p.Delivered, p.Checkpoint)
 			}
 		}
 	}
@@ -281,12 +321,12 @@ func runScenario(t *testing.T, storage, containerName string, mode mirror.Partit
 		}
 	}
 	if len(missing) > 0 {
-		t.Fatalf("%d record(s) the group had not processed were not received: %v", len(missing), missing)
+		t.Fatalf("%s: %d record(s) the group had not processed were not received: %v", who, len(missing), missing)
 	}
 	if redelivered != res.Redelivered {
-		t.Errorf("the filter dropped %d events, the cut-over announced %d", redelivered, res.Redelivered)
+		t.Errorf("%s: the filter dropped %d events, the cut-over announced %d", who, redelivered, res.Redelivered)
 	}
-	t.Logf("%s dedup=%v: %d events kept, %d re-delivered and dropped by the filter", mode, dedup, kept, redelivered)
+	t.Logf("%s: %d events kept, %d re-delivered and dropped by the filter", who, kept, redelivered)
 }
 
 // produceAll writes perPartition records into every partition of every
