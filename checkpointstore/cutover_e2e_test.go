@@ -254,7 +254,7 @@ func runScenario(t *testing.T, storage, containerName string, mode mirror.Partit
 		}
 		jsEvents := map[string][]receivedEvent{}
 		for _, hub := range res.Hubs {
-			jsEvents[hub] = receiveWithJavaScript(ctx, t, jsDir, emu.ConnectionString(), hub, storage, containerName, wantPerHub[hub])
+			jsEvents[hub] = receiveWithJavaScript(ctx, t, jsDir, emu.ConnectionString(), hub, storage, containerName, wantPerHub[hub], res.Watermarks, f)
 		}
 		checkReceived(t, "the JavaScript processor", res, jsEvents, f)
 	}

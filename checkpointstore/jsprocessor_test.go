@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ehmirror/ehmirror/cutover"
+	"github.com/ehmirror/ehmirror/cutover/filter"
 )
 
 // installJSProcessor installs the pinned JavaScript SDK with its Blob
@@ -58,9 +61,15 @@ func installJSProcessor(t *testing.T) string {
 
 // receiveWithJavaScript runs processor.mjs on hub with the Blob checkpoint
 // store in container and returns what it received.
-func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, storage, container string, want int64) []receivedEvent {
+// The README's JavaScript filter runs on every event with the
+// watermarks; its verdict must be the Go filter's.
+func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, storage, container string, want int64, watermarks []cutover.Watermark, f *filter.Filter) []receivedEvent {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "node", "processor.mjs", conn, hub, storage, container, strconv.FormatInt(want, 10))
+	wm, err := json.Marshal(watermarks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "node", "processor.mjs", conn, hub, storage, container, strconv.FormatInt(want, 10), string(wm))
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -75,6 +84,7 @@ func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, st
 			Topic          *string `json:"topic"`
 			KafkaPartition *int64  `json:"kafkaPartition"`
 			KafkaOffset    *int64  `json:"kafkaOffset"`
+			Dropped        bool    `json:"dropped"`
 		} `json:"received"`
 		Errors []string `json:"errors"`
 	}
@@ -89,6 +99,9 @@ func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, st
 		props := map[string]any{}
 		if r.Topic != nil && r.KafkaPartition != nil && r.KafkaOffset != nil {
 			props = map[string]any{"kafka.topic": *r.Topic, "kafka.partition": *r.KafkaPartition, "kafka.offset": *r.KafkaOffset}
+		}
+		if r.Dropped != f.Processed(props) {
+			t.Errorf("hub %s: the README's JavaScript filter says dropped=%v for %v, the Go filter %v", hub, r.Dropped, props, !r.Dropped)
 		}
 		evs = append(evs, receivedEvent{partition: r.Partition, sequence: r.SequenceNumber, props: props})
 	}
