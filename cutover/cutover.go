@@ -183,15 +183,15 @@ func Run(ctx context.Context, g Group, h Hubs, w CheckpointWriter, req Request, 
 			return res, fmt.Errorf("cutover: writing the checkpoint of hub %q partition %s (%d of %d written): %w", p.Hub, p.PartitionID, len(res.Blobs), len(res.Partitions), err)
 		}
 		res.Blobs = append(res.Blobs, names...)
-		log.LogAttrs(ctx, slog.LevelWarn, "cut-over checkpoint written",
-			slog.String("by", req.By), slog.Time("at", res.At), slog.String("group", req.Group),
+		log.LogAttrs(ctx, slog.LevelInfo, "cut-over checkpoint written",
+			slog.String("by", req.By), slog.String("at", res.At.Format(time.RFC3339)), slog.String("group", req.Group),
 			slog.String("hub", p.Hub), slog.String("partition", p.PartitionID),
 			slog.String("consumer_group", req.ConsumerGroup), slog.Int64("start", p.Start),
 			slog.Int64("sequence_number", p.Checkpoint.Sequence), slog.String("offset", p.Checkpoint.Offset),
 			slog.Int64("redelivered", p.Redelivered))
 	}
 	res.Written = true
-	log.LogAttrs(ctx, slog.LevelWarn, "cut-over checkpoints written",
+	log.LogAttrs(ctx, slog.LevelInfo, "cut-over checkpoints written",
 		slog.String("group", req.Group), slog.String("namespace", req.Namespace),
 		slog.String("consumer_group", req.ConsumerGroup), slog.String("by", req.By),
 		slog.Bool("forced", req.Force), slog.Int("members", members),

@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return c, nil
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	src, err := kafka.NewSource(kafka.Options{Brokers: kc.Brokers, Group: *mirrorGroup, TLS: tlsConfig,
 		SASL: kafka.SASL{Mechanism: kc.SASL, Username: kc.User, Password: kc.Password}, Logger: log})
