@@ -68,7 +68,7 @@ const (
 )
 
 // secretSettings never appear in logs, responses or errors.
-var secretSettings = []string{KafkaSASLPassword, EventHubsConnection, KafkaTLSKeyPEM, KafkaTLSKeyPassword}
+var secretSettings = []string{KafkaSASLPassword, EventHubsConnection, KafkaTLSKeyPEM, KafkaTLSKeyPassword, CutoverStorage}
 
 // keyVaultPrefix starts an app setting the platform failed to resolve.
 const keyVaultPrefix = "@Microsoft.KeyVault("

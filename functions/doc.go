@@ -2,7 +2,7 @@
 // in the default (non-forwarding) mode, for both sides: the handler decodes
 // invocation requests and builds responses with it; the local host
 // (subpackage funchost) builds the requests and judges the responses with
-// it. The folders beside this file (MirrorTimer, CatchUp, Status, Offsets, Pause, Resume) are the
+// it. The folders beside this file (MirrorTimer, CatchUp, Status, Offsets, Pause, Resume, Cutover) are the
 // project's function folders, one function.json each; the repository's
 // host.json completes the app that `make build` lays out.
 //

@@ -27,6 +27,11 @@ type app struct {
 	source  *kafka.Source
 	sink    *eventhubs.Sink
 	service *mirror.Service
+
+	// cutover is where POST /api/cutover writes checkpoints; its problems
+	// concern that route only.
+	cutover         config.Cutover
+	cutoverProblems config.Problems
 }
 
 // newApp loads the settings and, if they are valid, builds the clients. It
@@ -41,6 +46,7 @@ func newApp(getenv func(string) string, logger *slog.Logger, r *redactor) *app {
 		}
 	}
 	a := &app{settings: s, problems: problems, logger: logger, redactor: r}
+	a.cutover, a.cutoverProblems = config.LoadCutover(getenv)
 	if len(problems) > 0 {
 		return a
 	}

@@ -53,6 +53,7 @@ func newServer(a *app) *echo.Echo {
 	e.POST("/Offsets", a.offsets)
 	e.POST("/Pause", a.pause)
 	e.POST("/Resume", a.resume)
+	e.POST("/Cutover", a.cutoverRoute)
 	return e
 }
 

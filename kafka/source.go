@@ -377,63 +377,7 @@ func (s *Source) Committed(ctx context.Context, tps []mirror.TopicPartition) (ma
 
 // committed returns the committed offsets and the metadata stored with them.
 func (s *Source) committed(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]int64, map[mirror.TopicPartition]string, error) {
-	if s.isClosed() {
-		return nil, nil, fmt.Errorf("kafka: committed offsets: %w", ErrClosed)
-	}
-	out := make(map[mirror.TopicPartition]int64, len(tps))
-	meta := make(map[mirror.TopicPartition]string, len(tps))
-	if len(tps) == 0 {
-		return out, meta, nil
-	}
-	req := &kafkago.OffsetFetchRequest{GroupID: s.opts.Group, Topics: make(map[string][]int)}
-	for _, tp := range tps {
-		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], int(tp.Partition))
-	}
-	var res *kafkago.OffsetFetchResponse
-	err := s.withRetry(ctx, func(ctx context.Context) error {
-		rctx, cancel := s.requestCtx(ctx, 0)
-		defer cancel()
-		var err error
-		if res, err = s.client.OffsetFetch(rctx, req); err != nil {
-			return err
-		}
-		if errors.Is(res.Error, kafkago.GroupIdNotFound) {
-			// A group that never committed: kfake answers so; Kafka
-			// answers -1 offsets. Both mean nothing is committed.
-			res = &kafkago.OffsetFetchResponse{}
-			return nil
-		}
-		if res.Error != nil {
-			return res.Error
-		}
-		for topic, ps := range res.Topics {
-			for _, p := range ps {
-				if p.Error != nil {
-					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("kafka: committed offsets of group %q: %w", s.opts.Group, err)
-	}
-	for _, tp := range tps {
-		out[tp] = mirror.NoOffset
-	}
-	for topic, ps := range res.Topics {
-		for _, p := range ps {
-			tp := mirror.TopicPartition{Topic: topic, Partition: int32(p.Partition)}
-			if _, asked := out[tp]; !asked {
-				continue
-			}
-			if p.CommittedOffset >= 0 {
-				out[tp] = p.CommittedOffset
-				meta[tp] = p.Metadata
-			}
-		}
-	}
-	return out, meta, nil
+	return s.committedOf(ctx, s.opts.Group, tps)
 }
 
 // retryLeaves sends LeaveGroup for members whose leave failed earlier,

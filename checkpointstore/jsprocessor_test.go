@@ -1,0 +1,112 @@
+package checkpointstore_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ehmirror/ehmirror/cutover"
+	"github.com/ehmirror/ehmirror/cutover/filter"
+)
+
+// installJSProcessor installs the pinned JavaScript SDK with its Blob
+// checkpoint store (testdata/jsprocessor/package-lock.json) with npm ci
+// into the user cache, once per lock file content, and returns the
+// directory with processor.mjs beside its node_modules. Node.js and npm
+// are required peers: without them the test fails.
+func installJSProcessor(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("testdata", "jsprocessor")
+	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(lock)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cache, "ehmirror", "jsprocessor-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"package.json", "package-lock.json", "processor.mjs"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@azure", "eventhubs-checkpointstore-blob", "package.json")); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s (Node.js 20+ and npm are needed): %v\n%s", dir, err, out)
+		}
+	}
+	return dir
+}
+
+// receiveWithJavaScript runs processor.mjs on hub with the Blob checkpoint
+// store in container and returns what it received.
+// The README's JavaScript filter runs on every event with the
+// watermarks; its verdict must be the Go filter's.
+func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, storage, container string, want int64, watermarks []cutover.Watermark, f *filter.Filter) []receivedEvent {
+	t.Helper()
+	wm, err := json.Marshal(watermarks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "node", "processor.mjs", conn, hub, storage, container, strconv.FormatInt(want, 10), string(wm))
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node processor.mjs %s: %v\nstderr: %s", hub, err, stderr.String())
+	}
+	var res struct {
+		Received []struct {
+			Partition      string  `json:"partition"`
+			SequenceNumber int64   `json:"sequenceNumber"`
+			Topic          *string `json:"topic"`
+			KafkaPartition *int64  `json:"kafkaPartition"`
+			KafkaOffset    *int64  `json:"kafkaOffset"`
+			Dropped        bool    `json:"dropped"`
+		} `json:"received"`
+		Errors []string `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("processor.mjs output %q: %v", out, err)
+	}
+	if len(res.Errors) > 0 {
+		t.Errorf("the JavaScript processor on %s reported errors: %q", hub, res.Errors)
+	}
+	evs := make([]receivedEvent, 0, len(res.Received))
+	for _, r := range res.Received {
+		props := map[string]any{}
+		if r.Topic != nil && r.KafkaPartition != nil && r.KafkaOffset != nil {
+			props = map[string]any{"kafka.topic": *r.Topic, "kafka.partition": *r.KafkaPartition, "kafka.offset": *r.KafkaOffset}
+		}
+		if r.Dropped != f.Processed(props) {
+			t.Errorf("hub %s: the README's JavaScript filter says dropped=%v for %v, the Go filter %v", hub, r.Dropped, props, !r.Dropped)
+		}
+		evs = append(evs, receivedEvent{partition: r.Partition, sequence: r.SequenceNumber, props: props})
+	}
+	if int64(len(evs)) != want {
+		t.Errorf("hub %s: the JavaScript processor received %d events, the cut-over plans %d", hub, len(evs), want)
+	}
+	return evs
+}
