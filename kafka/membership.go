@@ -267,15 +267,9 @@ func (s *Source) newMembership(topics []string) (*membership, error) {
 		done:    make(chan struct{}),
 	}
 	cg, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
-		ID:      s.opts.Group,
-		Brokers: s.opts.Brokers,
-		Dialer: &kafkago.Dialer{
-			ClientID:      s.opts.ClientID,
-			Timeout:       s.opts.DialTimeout,
-			TLS:           s.opts.TLS,
-			SASLMechanism: s.mech,
-			DialFunc:      m.dial,
-		},
+		ID:                s.opts.Group,
+		Brokers:           s.opts.Brokers,
+		Dialer:            s.memberDialer(m.dial),
 		Topics:            topics,
 		GroupBalancers:    []kafkago.GroupBalancer{kafkago.RoundRobinGroupBalancer{}, kafkago.RangeGroupBalancer{}},
 		HeartbeatInterval: s.opts.HeartbeatInterval,
