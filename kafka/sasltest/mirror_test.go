@@ -46,9 +46,16 @@ type env struct {
 	front   *sasltest.Front
 	cluster *kfake.Cluster
 	emu     *emulator.Server
+	// aud is the audience the broker accepts.
+	aud string
 }
 
 func newEnv(t *testing.T, tokenLifetime, sessionLifetime time.Duration) *env {
+	return newEnvFor(t, tokenLifetime, sessionLifetime, audience)
+}
+
+// newEnvFor is newEnv with a broker that wants tokens for aud.
+func newEnvFor(t *testing.T, tokenLifetime, sessionLifetime time.Duration, aud string) *env {
 	t.Helper()
 	is, err := sasltest.NewIssuer(tokenLifetime)
 	if err != nil {
@@ -59,7 +66,7 @@ func newEnv(t *testing.T, tokenLifetime, sessionLifetime time.Duration) *env {
 	is.AddClient("producer", "producer-secret")
 	front := &sasltest.Front{
 		Verifier: &sasltest.OAuthVerifier{
-			JWKSURL: is.JWKSURL(), Issuer: is.URL(), Audience: audience,
+			JWKSURL: is.JWKSURL(), Issuer: is.URL(), Audience: aud,
 			Extensions: map[string]string{"logicalCluster": logicalCluster, "identityPoolId": identityPool},
 		},
 		SessionLifetime: sessionLifetime,
@@ -77,7 +84,7 @@ func newEnv(t *testing.T, tokenLifetime, sessionLifetime time.Duration) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = emu.Close() })
-	return &env{t: t, issuer: is, front: front, cluster: c, emu: emu}
+	return &env{t: t, issuer: is, front: front, cluster: c, emu: emu, aud: aud}
 }
 
 // produce writes n records of 100 bytes round-robin over the partitions,
@@ -85,7 +92,7 @@ func newEnv(t *testing.T, tokenLifetime, sessionLifetime time.Duration) *env {
 // re-authenticating (franz-go does KIP-368) as sessions expire. It returns
 // the first error.
 func (e *env) produce(n int, over time.Duration) error {
-	cc := clientcredentials.Config{ClientID: "producer", ClientSecret: "producer-secret", TokenURL: e.issuer.TokenURL(), Scopes: []string{audience + "/.default"}}
+	cc := clientcredentials.Config{ClientID: "producer", ClientSecret: "producer-secret", TokenURL: e.issuer.TokenURL(), Scopes: []string{e.aud + "/.default"}}
 	mech := oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
 		tok, err := cc.Token(ctx)
 		if err != nil {
@@ -126,11 +133,18 @@ func (e *env) source(secret, scope string) *kafka.Source {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return e.sourceWith(tokens, "mirror")
+}
+
+// sourceWith is the mirror's Kafka source with OAUTHBEARER tokens from
+// tokens.
+func (e *env) sourceWith(tokens kafka.TokenSource, principal string) *kafka.Source {
+	e.t.Helper()
 	src, err := kafka.NewSource(kafka.Options{
 		Brokers: e.cluster.ListenAddrs(),
 		Group:   "mirror",
 		SASL: kafka.SASL{Mechanism: kafka.SASLOAuthBearer, OAuth: &kafka.OAuthBearer{
-			Tokens: tokens, Principal: "mirror", Names: testNames,
+			Tokens: tokens, Principal: principal, Names: testNames,
 			Extensions: map[string]string{"logicalCluster": logicalCluster, "identityPoolId": identityPool},
 		}},
 		Logger: testLogger(),
