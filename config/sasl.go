@@ -70,6 +70,9 @@ type AWS struct {
 	RoleARN          string
 	WebIdentityScope string
 	STSEndpoint      string
+	// EntraClientID selects a user-assigned managed identity for the web
+	// identity token (KAFKA_SASL_OAUTH_CLIENT_ID); empty: the default.
+	EntraClientID string
 }
 
 var (
@@ -107,6 +110,7 @@ func (l *loader) saslExtra(s *SASL) {
 		RoleARN:          l.text(KafkaAWSRoleARN, ""),
 		WebIdentityScope: l.text(KafkaAWSWebIdentityScope, ""),
 		STSEndpoint:      l.text(KafkaAWSSTSEndpoint, ""),
+		EntraClientID:    o.ClientID,
 	}
 	switch s.Mechanism {
 	case MechanismOAuthBearer:

@@ -49,6 +49,22 @@ func kafkaSASL(s config.SASL) (kafka.SASL, error) {
 			return out, err
 		}
 		out.OAuth = &kafka.OAuthBearer{Tokens: tokens, Extensions: o.Extensions, Principal: principal, Names: names}
+	case s.AWS != nil && s.AWS.RoleARN != "":
+		a := s.AWS
+		// The Entra ID token comes from the app's default identity; a
+		// user-assigned one is selected with KAFKA_SASL_OAUTH_CLIENT_ID.
+		cred, _, err := entraCredential(a.EntraClientID)
+		if err != nil {
+			return out, err
+		}
+		creds, err := kafka.WebIdentityAWSCredentials(kafka.WebIdentityAWS{RoleARN: a.RoleARN, Region: a.Region, STSEndpoint: a.STSEndpoint, Credential: cred, Scope: a.WebIdentityScope})
+		if err != nil {
+			return out, err
+		}
+		out.AWS = &kafka.AWSMSKIAM{Region: a.Region, Credentials: creds, Principal: a.RoleARN, CredentialsSetting: config.KafkaAWSRoleARN}
+	case s.AWS != nil:
+		a := s.AWS
+		out.AWS = &kafka.AWSMSKIAM{Region: a.Region, Credentials: kafka.StaticAWSCredentials(a.AccessKeyID, a.SecretAccessKey, a.SessionToken), Principal: a.AccessKeyID, CredentialsSetting: config.KafkaAWSSecretAccessKey}
 	}
 	return out, nil
 }

@@ -128,8 +128,11 @@ func (a *authState) fail(err error) {
 // reauthenticates reports whether mech's connections are dialed by a
 // saslDialer, which re-authenticates them before their session ends.
 func reauthenticates(mech sasl.Mechanism) bool {
-	_, ok := mech.(*oauthMechanism)
-	return ok
+	switch mech.(type) {
+	case *oauthMechanism, *mskMechanism:
+		return true
+	}
+	return false
 }
 
 // oauthMechanism is kafka-go's sasl.Mechanism for OAUTHBEARER.

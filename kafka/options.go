@@ -65,7 +65,7 @@ const (
 // password or a token.
 type SASL struct {
 	// Mechanism is "" (no SASL), "plain", "scram-sha-256",
-	// "scram-sha-512" or "oauthbearer". Matching is case-insensitive, so
+	// "scram-sha-512", "oauthbearer" or "aws-msk-iam". Matching is case-insensitive, so
 	// the Kafka spellings "PLAIN" and "SCRAM-SHA-512" work too.
 	Mechanism string
 	// Username is the SASL user; required when Mechanism is set.
@@ -76,6 +76,9 @@ type SASL struct {
 	// OAuth configures SASL/OAUTHBEARER; required when Mechanism is
 	// "oauthbearer".
 	OAuth *OAuthBearer
+	// AWS configures AWS_MSK_IAM; required when Mechanism is
+	// "aws-msk-iam".
+	AWS *AWSMSKIAM
 }
 
 // String describes s without its password.
@@ -85,6 +88,9 @@ func (s SASL) String() string {
 	}
 	if s.OAuth != nil {
 		return fmt.Sprintf("SASL{mechanism=%s principal=%s token=<redacted>}", s.Mechanism, s.OAuth.Principal)
+	}
+	if s.AWS != nil {
+		return fmt.Sprintf("SASL{mechanism=%s region=%s principal=%s credentials=<redacted>}", s.Mechanism, s.AWS.Region, s.AWS.Principal)
 	}
 	return fmt.Sprintf("SASL{mechanism=%s user=%s password=<redacted>}", s.Mechanism, s.Username)
 }
@@ -100,7 +106,7 @@ func (s SASL) LogValue() slog.Value {
 // mechanism builds the kafka-go SASL mechanism, nil for none; state
 // records what status shows about it.
 func (s SASL) mechanism(state *authState) (sasl.Mechanism, error) {
-	if s.Mechanism != "" && !strings.EqualFold(s.Mechanism, SASLOAuthBearer) {
+	if s.Mechanism != "" && !strings.EqualFold(s.Mechanism, SASLOAuthBearer) && !strings.EqualFold(s.Mechanism, SASLAWSMSKIAM) {
 		state.mechanism = strings.ToUpper(s.Mechanism)
 		state.principal = s.Username
 	}
@@ -112,6 +118,11 @@ func (s SASL) mechanism(state *authState) (sasl.Mechanism, error) {
 			return nil, errors.New("kafka: SASL oauthbearer needs SASL.OAuth")
 		}
 		return newOAuthMechanism(*s.OAuth, state)
+	case SASLAWSMSKIAM:
+		if s.AWS == nil {
+			return nil, errors.New("kafka: SASL aws-msk-iam needs SASL.AWS")
+		}
+		return newMSKMechanism(*s.AWS, state)
 	case SASLPlain:
 		if s.Username == "" {
 			return nil, errors.New("kafka: SASL plain needs a username")
@@ -133,7 +144,7 @@ func (s SASL) mechanism(state *authState) (sasl.Mechanism, error) {
 		}
 		return m, nil
 	default:
-		return nil, fmt.Errorf("kafka: unknown SASL mechanism %q (want plain, scram-sha-256, scram-sha-512 or oauthbearer)", s.Mechanism)
+		return nil, fmt.Errorf("kafka: unknown SASL mechanism %q (want plain, scram-sha-256, scram-sha-512, oauthbearer or aws-msk-iam)", s.Mechanism)
 	}
 }
 

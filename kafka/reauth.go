@@ -42,6 +42,12 @@ const (
 	reauthAt = 0.8
 )
 
+// refuser is a mechanism that explains a broker's refusal (an error code
+// in SaslAuthenticate) in one line naming the setting to check.
+type refuser interface {
+	refused(code int16, msg string) error
+}
+
 // saslDialer dials, does TLS, authenticates, and returns a reauthConn.
 type saslDialer struct {
 	dial     func(ctx context.Context, network, address string) (net.Conn, error)
@@ -228,6 +234,9 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 		if code != 0 {
 			if msg == "" {
 				msg = "authentication failed"
+			}
+			if r, ok := c.d.mech.(refuser); ok {
+				return r.refused(code, msg)
 			}
 			return fmt.Errorf("the broker refused the authentication (error code %d): %s", code, oneLine(msg))
 		}

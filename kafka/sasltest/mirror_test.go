@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"golang.org/x/oauth2/clientcredentials"
 
@@ -48,6 +49,9 @@ type env struct {
 	emu     *emulator.Server
 	// aud is the audience the broker accepts.
 	aud string
+	// producer authenticates the test producer; nil: OAUTHBEARER with
+	// client "producer".
+	producer kgosasl.Mechanism
 }
 
 func newEnv(t *testing.T, tokenLifetime, sessionLifetime time.Duration) *env {
@@ -71,6 +75,14 @@ func newEnvFor(t *testing.T, tokenLifetime, sessionLifetime time.Duration, aud s
 		},
 		SessionLifetime: sessionLifetime,
 	}
+	e := startEnv(t, front)
+	e.issuer, e.aud = is, aud
+	return e
+}
+
+// startEnv starts kfake behind front, and the emulator.
+func startEnv(t *testing.T, front *sasltest.Front) *env {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic), kfake.ListenFn(front.Listen))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +96,7 @@ func newEnvFor(t *testing.T, tokenLifetime, sessionLifetime time.Duration, aud s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = emu.Close() })
-	return &env{t: t, issuer: is, front: front, cluster: c, emu: emu, aud: aud}
+	return &env{t: t, front: front, cluster: c, emu: emu}
 }
 
 // produce writes n records of 100 bytes round-robin over the partitions,
@@ -92,14 +104,17 @@ func newEnvFor(t *testing.T, tokenLifetime, sessionLifetime time.Duration, aud s
 // re-authenticating (franz-go does KIP-368) as sessions expire. It returns
 // the first error.
 func (e *env) produce(n int, over time.Duration) error {
-	cc := clientcredentials.Config{ClientID: "producer", ClientSecret: "producer-secret", TokenURL: e.issuer.TokenURL(), Scopes: []string{e.aud + "/.default"}}
-	mech := oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
-		tok, err := cc.Token(ctx)
-		if err != nil {
-			return oauth.Auth{}, err
-		}
-		return oauth.Auth{Token: tok.AccessToken, Extensions: map[string]string{"logicalCluster": logicalCluster, "identityPoolId": identityPool}}, nil
-	})
+	mech := e.producer
+	if mech == nil {
+		cc := clientcredentials.Config{ClientID: "producer", ClientSecret: "producer-secret", TokenURL: e.issuer.TokenURL(), Scopes: []string{e.aud + "/.default"}}
+		mech = oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+			tok, err := cc.Token(ctx)
+			if err != nil {
+				return oauth.Auth{}, err
+			}
+			return oauth.Auth{Token: tok.AccessToken, Extensions: map[string]string{"logicalCluster": logicalCluster, "identityPoolId": identityPool}}, nil
+		})
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.cluster.ListenAddrs()...), kgo.SASL(mech), kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
@@ -121,6 +136,17 @@ func (e *env) produce(n int, over time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// sourceSASL is the mirror's Kafka source with sasl.
+func (e *env) sourceSASL(sasl kafka.SASL) *kafka.Source {
+	e.t.Helper()
+	src, err := kafka.NewSource(kafka.Options{Brokers: e.cluster.ListenAddrs(), Group: "mirror", SASL: sasl, Logger: testLogger()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = src.Close() })
+	return src
 }
 
 // source is the mirror's Kafka source with client credentials OAUTHBEARER.
