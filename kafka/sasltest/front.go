@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,11 @@ type Front struct {
 	Verifier Verifier
 	// SessionLifetime, when positive, is connections.max.reauth.ms: a
 	// session lasts until the earlier of this and the credential's expiry.
+	// It applies to the Verifier's mechanism only.
 	SessionLifetime time.Duration
+	// Plain, when set, also accepts SASL PLAIN for these users (user =>
+	// password), for tools that speak neither OAUTHBEARER nor AWS_MSK_IAM.
+	Plain map[string]string
 
 	authenticated, reauthenticated, refused, expired, unauthenticated atomic.Int64
 
@@ -123,6 +128,7 @@ type conn struct {
 	// Read side, used by kfake's single reader goroutine only.
 	pending   []byte
 	handshake bool
+	plain     bool // the handshake chose PLAIN
 	authed    bool
 	expiry    time.Time
 }
@@ -219,12 +225,16 @@ func (c *conn) sasl(key, version int16, corr int32, body []byte) error {
 	case *kmsg.SASLHandshakeRequest:
 		hr := resp.(*kmsg.SASLHandshakeResponse)
 		hr.SupportedMechanisms = []string{c.f.Verifier.Mechanism()}
-		if r.Mechanism != c.f.Verifier.Mechanism() {
-			hr.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		} else {
+		switch {
+		case r.Mechanism == c.f.Verifier.Mechanism():
 			// On an authenticated connection this begins a KIP-368
 			// re-authentication (franz-go does it; kafka-go does not).
-			c.handshake = true
+			c.handshake, c.plain = true, false
+		case r.Mechanism == "PLAIN" && len(c.f.Plain) > 0 && !c.authed:
+			c.handshake, c.plain = true, true
+			hr.SupportedMechanisms = append(hr.SupportedMechanisms, "PLAIN")
+		default:
+			hr.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		}
 	case *kmsg.SASLAuthenticateRequest:
 		ar := resp.(*kmsg.SASLAuthenticateResponse)
@@ -232,6 +242,17 @@ func (c *conn) sasl(key, version int16, corr int32, body []byte) error {
 		case !c.handshake:
 			ar.ErrorCode = kerr.IllegalSaslState.Code
 			closeAfter = true
+		case c.plain:
+			parts := strings.Split(string(r.SASLAuthBytes), "\x00")
+			if len(parts) != 3 || c.f.Plain[parts[1]] == "" || c.f.Plain[parts[1]] != parts[2] {
+				c.f.refused.Add(1)
+				ar.ErrorCode = kerr.SaslAuthenticationFailed.Code
+				msg := "authentication failed: bad PLAIN user or password"
+				ar.ErrorMessage = &msg
+				closeAfter = true
+				break
+			}
+			c.authed, c.handshake, c.expiry = true, false, time.Time{}
 		case c.f.Verifier.Mechanism() == "OAUTHBEARER" && string(r.SASLAuthBytes) == "\x01":
 			// The client acknowledges an error challenge (RFC 7628
 			// §3.2.3): the exchange fails.
