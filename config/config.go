@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -68,7 +69,7 @@ const (
 )
 
 // secretSettings never appear in logs, responses or errors.
-var secretSettings = []string{KafkaSASLPassword, EventHubsConnection, KafkaTLSKeyPEM, KafkaTLSKeyPassword, CutoverStorage}
+var secretSettings = []string{KafkaSASLPassword, EventHubsConnection, KafkaTLSKeyPEM, KafkaTLSKeyPassword, CutoverStorage, KafkaOAuthClientSecret, KafkaAWSSecretAccessKey, KafkaAWSSessionToken}
 
 // keyVaultPrefix starts an app setting the platform failed to resolve.
 const keyVaultPrefix = "@Microsoft.KeyVault("
@@ -96,10 +97,14 @@ func (ps Problems) Error() string {
 
 // SASL holds Kafka SASL settings.
 type SASL struct {
-	// Mechanism is "" (none), "plain", "scram-sha-256" or "scram-sha-512".
+	// Mechanism is "" (none), "plain", "scram-sha-256", "scram-sha-512",
+	// "oauthbearer" or "aws-msk-iam".
 	Mechanism string
 	Username  string
 	Password  string
+	// OAuth is set for oauthbearer, AWS for aws-msk-iam (config/sasl.go).
+	OAuth *OAuth
+	AWS   *AWS
 }
 
 // Settings are the validated settings.
@@ -164,13 +169,14 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	}
 	s.StartOffset = mirror.StartOffset(l.choice(KafkaStartOffset, "earliest", "earliest", "latest"))
 
-	s.SASL.Mechanism = l.choice(KafkaSASLMechanism, "none", "none", "plain", "scram-sha-256", "scram-sha-512")
+	s.SASL.Mechanism = l.choice(KafkaSASLMechanism, "none", "none", "plain", "scram-sha-256", "scram-sha-512", MechanismOAuthBearer, MechanismAWSMSKIAM)
 	if s.SASL.Mechanism == "none" {
 		s.SASL.Mechanism = ""
 	}
 	s.SASL.Username = l.text(KafkaSASLUsername, "")
 	s.SASL.Password = l.secret(KafkaSASLPassword)
-	if s.SASL.Mechanism != "" {
+	l.saslExtra(&s.SASL)
+	if s.SASL.Mechanism != "" && s.SASL.OAuth == nil && s.SASL.AWS == nil {
 		if s.SASL.Username == "" {
 			l.problem(KafkaSASLUsername, "missing; %s=%s needs a user name", KafkaSASLMechanism, s.SASL.Mechanism)
 		}
@@ -485,7 +491,7 @@ func (s Settings) Summary() map[string]string {
 	if s.EventHubsConnectionString != "" {
 		eventHubs = "connection string " + redact(s.EventHubsConnectionString)
 	}
-	return map[string]string{
+	out := map[string]string{
 		KafkaBrokers:          strings.Join(s.KafkaBrokers, ","),
 		KafkaGroup:            s.KafkaGroup,
 		KafkaTopicsInclude:    s.TopicsInclude,
@@ -514,6 +520,8 @@ func (s Settings) Summary() map[string]string {
 		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
 		MirrorDeduplicate:     strconv.FormatBool(s.Deduplicate),
 	}
+	maps.Copy(out, s.SASL.saslSummary(redact))
+	return out
 }
 
 func orNone(s string) string {

@@ -62,11 +62,15 @@ func (a *app) connect() error {
 	if err != nil {
 		return err
 	}
+	sasl, err := kafkaSASL(s.SASL)
+	if err != nil {
+		return err
+	}
 	a.source, err = kafka.NewSource(kafka.Options{
 		Brokers: s.KafkaBrokers,
 		Group:   s.KafkaGroup,
 		TLS:     tlsConfig,
-		SASL:    kafka.SASL{Mechanism: s.SASL.Mechanism, Username: s.SASL.Username, Password: s.SASL.Password},
+		SASL:    sasl,
 		Logger:  a.logger,
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
 	"github.com/ehmirror/ehmirror/statuspage"
 )
@@ -273,6 +274,9 @@ type statusBody struct {
 	// Deduplication is the last drain's deduplication problem in one line
 	// (MIRROR_DEDUPLICATE), for example a missing Listen right.
 	Deduplication string `json:"deduplication,omitempty"`
+	// KafkaAuth is the Kafka SASL mechanism, principal and token expiry
+	// (never the token), and the last failure to obtain a token.
+	KafkaAuth *kafka.AuthStatus `json:"kafka_auth,omitempty"`
 }
 
 // status reports lag per partition, recent drains, catch-ups, problems and
@@ -293,6 +297,9 @@ func (a *app) status(c echo.Context) error {
 	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
 	if err != nil {
 		body.LagError = err.Error()
+	}
+	if auth := a.source.Auth(); auth.Mechanism != "" {
+		body.KafkaAuth = &auth
 	}
 	body.Lag = lag
 	health := a.service.Health(lag)

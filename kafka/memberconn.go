@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"context"
+
+	kafkago "github.com/segmentio/kafka-go"
 	"net"
 	"sync"
 	"time"
@@ -17,7 +19,11 @@ func (m *membership) dial(ctx context.Context, network, address string) (net.Con
 		return nil, errMembershipClosed
 	}
 	d := net.Dialer{Timeout: m.s.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	c, err := d.DialContext(ctx, network, address)
+	dial := d.DialContext
+	if m.s.sasl != nil {
+		dial = m.s.sasl.DialContext
+	}
+	c, err := dial(ctx, network, address)
 	if err != nil {
 		return nil, err
 	}
@@ -62,4 +68,14 @@ func (c *trackedConn) Close() error {
 		c.m.connMu.Unlock()
 	})
 	return err
+}
+
+// memberDialer is the Dialer of a membership's ConsumerGroup: kafka-go does
+// TLS and SASL, unless the Source's saslDialer does them (in dial).
+func (s *Source) memberDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) *kafkago.Dialer {
+	d := &kafkago.Dialer{ClientID: s.opts.ClientID, Timeout: s.opts.DialTimeout, DialFunc: dial}
+	if s.sasl == nil {
+		d.TLS, d.SASLMechanism = s.opts.TLS, s.mech
+	}
+	return d
 }

@@ -273,14 +273,8 @@ func (s *Source) newMembership(topics []string) (*membership, error) {
 	cg, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
 		ID:      s.opts.Group,
 		Brokers: s.opts.Brokers,
-		Dialer: &kafkago.Dialer{
-			ClientID:      s.opts.ClientID,
-			Timeout:       s.opts.DialTimeout,
-			TLS:           s.opts.TLS,
-			SASLMechanism: s.mech,
-			DialFunc:      m.dial,
-		},
-		Topics: topics,
+		Dialer:  s.memberDialer(m.dial),
+		Topics:  topics,
 		// A partition added to a subscribed topic ends the generation,
 		// so the group rebalances and the new partition gets an owner, as
 		// a Java consumer's metadata refresh does.

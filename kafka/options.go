@@ -56,26 +56,41 @@ const (
 	SASLScramSHA256 = "scram-sha-256"
 	// SASLScramSHA512 is SASL/SCRAM-SHA-512.
 	SASLScramSHA512 = "scram-sha-512"
+	// SASLOAuthBearer is SASL/OAUTHBEARER; SASL.OAuth supplies the tokens.
+	SASLOAuthBearer = "oauthbearer"
 )
 
-// SASL holds SASL/PLAIN or SASL/SCRAM credentials. Its String and LogValue
-// methods never reveal the password.
+// SASL holds SASL/PLAIN or SASL/SCRAM credentials, or the token source of
+// SASL/OAUTHBEARER. Its String and LogValue methods never reveal the
+// password or a token.
 type SASL struct {
-	// Mechanism is "" (no SASL), "plain", "scram-sha-256" or
-	// "scram-sha-512". Matching is case-insensitive, so the Kafka spellings
-	// "PLAIN" and "SCRAM-SHA-512" work too.
+	// Mechanism is "" (no SASL), "plain", "scram-sha-256",
+	// "scram-sha-512", "oauthbearer" or "aws-msk-iam". Matching is case-insensitive, so
+	// the Kafka spellings "PLAIN" and "SCRAM-SHA-512" work too.
 	Mechanism string
 	// Username is the SASL user; required when Mechanism is set.
 	Username string
 	// Password is the SASL password. It is never logged nor included in
 	// errors.
 	Password string
+	// OAuth configures SASL/OAUTHBEARER; required when Mechanism is
+	// "oauthbearer".
+	OAuth *OAuthBearer
+	// AWS configures AWS_MSK_IAM; required when Mechanism is
+	// "aws-msk-iam".
+	AWS *AWSMSKIAM
 }
 
 // String describes s without its password.
 func (s SASL) String() string {
 	if s.Mechanism == "" {
 		return "SASL{none}"
+	}
+	if s.OAuth != nil {
+		return fmt.Sprintf("SASL{mechanism=%s principal=%s token=<redacted>}", s.Mechanism, s.OAuth.Principal)
+	}
+	if s.AWS != nil {
+		return fmt.Sprintf("SASL{mechanism=%s region=%s principal=%s credentials=<redacted>}", s.Mechanism, s.AWS.Region, s.AWS.Principal)
 	}
 	return fmt.Sprintf("SASL{mechanism=%s user=%s password=<redacted>}", s.Mechanism, s.Username)
 }
@@ -88,11 +103,26 @@ func (s SASL) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("mechanism", s.Mechanism), slog.String("user", s.Username))
 }
 
-// mechanism builds the kafka-go SASL mechanism, nil for none.
-func (s SASL) mechanism() (sasl.Mechanism, error) {
+// mechanism builds the kafka-go SASL mechanism, nil for none; state
+// records what status shows about it.
+func (s SASL) mechanism(state *authState) (sasl.Mechanism, error) {
+	if s.Mechanism != "" && !strings.EqualFold(s.Mechanism, SASLOAuthBearer) && !strings.EqualFold(s.Mechanism, SASLAWSMSKIAM) {
+		state.mechanism = strings.ToUpper(s.Mechanism)
+		state.principal = s.Username
+	}
 	switch strings.ToLower(s.Mechanism) {
 	case SASLNone:
 		return nil, nil
+	case SASLOAuthBearer:
+		if s.OAuth == nil {
+			return nil, errors.New("kafka: SASL oauthbearer needs SASL.OAuth")
+		}
+		return newOAuthMechanism(*s.OAuth, state)
+	case SASLAWSMSKIAM:
+		if s.AWS == nil {
+			return nil, errors.New("kafka: SASL aws-msk-iam needs SASL.AWS")
+		}
+		return newMSKMechanism(*s.AWS, state)
 	case SASLPlain:
 		if s.Username == "" {
 			return nil, errors.New("kafka: SASL plain needs a username")
@@ -114,7 +144,7 @@ func (s SASL) mechanism() (sasl.Mechanism, error) {
 		}
 		return m, nil
 	default:
-		return nil, fmt.Errorf("kafka: unknown SASL mechanism %q (want plain, scram-sha-256 or scram-sha-512)", s.Mechanism)
+		return nil, fmt.Errorf("kafka: unknown SASL mechanism %q (want plain, scram-sha-256, scram-sha-512, oauthbearer or aws-msk-iam)", s.Mechanism)
 	}
 }
 
@@ -256,7 +286,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.HeartbeatInterval >= o.SessionTimeout {
 		return o, fmt.Errorf("kafka: Options.HeartbeatInterval (%v) must be below SessionTimeout (%v)", o.HeartbeatInterval, o.SessionTimeout)
 	}
-	if _, err := o.SASL.mechanism(); err != nil {
+	if _, err := o.SASL.mechanism(&authState{}); err != nil {
 		return o, err
 	}
 	if o.Logger == nil {

@@ -39,8 +39,12 @@ const metadataTTL = 2 * time.Second
 // memberships created by Claim. A Source is safe for concurrent use; Close it
 // when done.
 type Source struct {
-	opts      Options
-	mech      sasl.Mechanism
+	opts Options
+	mech sasl.Mechanism
+	auth *authState
+	// sasl, when set, dials authenticated, re-authenticating connections
+	// (OAUTHBEARER, AWS_MSK_IAM); kafka-go then does no TLS nor SASL.
+	sasl      *saslDialer
 	log       *slog.Logger
 	addr      net.Addr
 	transport *kafkago.Transport
@@ -79,7 +83,8 @@ func NewSource(opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	mech, err := o.SASL.mechanism()
+	auth := &authState{}
+	mech, err := o.SASL.mechanism(auth)
 	if err != nil {
 		return nil, err
 	}
@@ -95,10 +100,19 @@ func NewSource(opts Options) (*Source, error) {
 		SASL:        mech,
 		Context:     ctx,
 	}
+	var sd *saslDialer
+	if reauthenticates(mech) {
+		// TLS and SASL are done by the dialer, which re-authenticates
+		// (see reauth.go); kafka-go gets authenticated connections.
+		sd = &saslDialer{dial: nd.DialContext, tls: o.TLS, mech: mech, clientID: o.ClientID, timeout: o.DialTimeout, ctx: ctx, log: o.Logger.With("component", "kafka")}
+		t.Dial, t.TLS, t.SASL = sd.DialContext, nil, nil
+	}
 	addr := kafkago.TCP(o.Brokers...)
 	s := &Source{
 		opts:      o,
 		mech:      mech,
+		auth:      auth,
+		sasl:      sd,
 		log:       o.Logger.With("component", "kafka", "group", o.Group),
 		addr:      addr,
 		transport: t,
@@ -230,6 +244,9 @@ func (s *Source) diagnose(ctx context.Context, err error) error {
 		return err
 	}
 	d := &kafkago.Dialer{ClientID: s.opts.ClientID, Timeout: s.opts.DialTimeout, TLS: s.opts.TLS, SASLMechanism: s.mech}
+	if s.sasl != nil {
+		d = &kafkago.Dialer{ClientID: s.opts.ClientID, Timeout: s.opts.DialTimeout, DialFunc: s.sasl.DialContext}
+	}
 	var first error
 	for _, b := range s.opts.Brokers {
 		c, derr := d.DialContext(ctx, "tcp", b)
@@ -427,3 +444,8 @@ func (s *Source) leaveGroup(ctx context.Context, memberID string) error {
 	}
 	return nil
 }
+
+// Auth describes the Source's SASL authentication for status: mechanism,
+// principal, the newest token's expiry and the newest failure to obtain
+// one. It never holds a token or secret.
+func (s *Source) Auth() AuthStatus { return s.auth.status() }

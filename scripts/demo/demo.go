@@ -47,6 +47,9 @@ type options struct {
 	// mtls, when set, makes Kafka require a client certificate, and the
 	// producer, the handler and the verifier present one.
 	mtls *mutualTLS
+	// oauth runs Kafka behind an OAUTHBEARER front and the handler with
+	// OIDC client credentials (oauth.go).
+	oauth bool
 }
 
 // mutualTLS is Kafka with mutual TLS: the broker's TLS configuration (it
@@ -141,6 +144,15 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 	if o.mtls != nil {
 		kopts = append(kopts, kfake.TLS(o.mtls.Broker))
 	}
+	var oauth *oauthDemo
+	if o.oauth {
+		var front kfake.Opt
+		if oauth, front, err = startOAuth(); err != nil {
+			return nil, err
+		}
+		defer oauth.close()
+		kopts = append(kopts, front)
+	}
 	loc, err := startLocal(ctx, topics, o.partitions, kopts...)
 	if err != nil {
 		return nil, err
@@ -149,6 +161,11 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 	conn, err := o.kafkaConn(loc.kafka.ListenAddrs(), work)
 	if err != nil {
 		return nil, err
+	}
+	if oauth != nil {
+		conn = oauth.tools(conn)
+		p.line("      Kafka requires SASL/OAUTHBEARER: a JWT from a local OIDC issuer (%s), audience %s, extension logicalCluster=%s;", oauth.issuer.URL(), oauthAudience, oauthCluster)
+		p.line("      sessions end after %s (connections.max.reauth.ms), tokens live %s; producer and verifier log in with PLAIN", oauthSession, oauthTokenLife)
 	}
 	if o.mtls != nil {
 		p.line("      Kafka requires TLS client certificates (mutual TLS); producer, handler and verifier present one")
@@ -189,6 +206,9 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 		settings[config.KafkaTLSKeyPEM] = string(o.mtls.KeyPEM)
 		settings[config.KafkaTLSKeyPassword] = o.mtls.KeyPassword
 	}
+	if oauth != nil {
+		oauth.settings(settings)
+	}
 	p.step(4, "Starting the handler through the local Functions host")
 	p.line("      app settings: local.settings.json.example with KAFKA_BROKERS=%s, EVENTHUBS=<the emulator>,", loc.brokers())
 	p.line("      MIRROR_MAX_RECORDS=%d (so that one timer run mirrors at most %d records)", o.maxRecords, o.maxRecords)
@@ -204,6 +224,18 @@ func run(ctx context.Context, o options, out io.Writer) (*outcome, error) {
 	mirrored, err := mirrorAll(ctx, a, o, p)
 	if err != nil {
 		return nil, withLogTail(err, logPath)
+	}
+
+	if oauth != nil {
+		p.line("      %s", oauth.summary())
+		st, err := a.status(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		if st.KafkaAuth == nil {
+			return nil, errors.New("GET /api/status has no kafka_auth")
+		}
+		p.line("      GET /api/status kafka_auth: mechanism %s, principal %s, token expires %s", st.KafkaAuth.Mechanism, st.KafkaAuth.Principal, st.KafkaAuth.TokenExpiry.Format(time.RFC3339))
 	}
 
 	p.step(6, "Verifying through the Event Hubs SDK (every record against every event, by provenance)")

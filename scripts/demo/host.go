@@ -107,6 +107,13 @@ type statusView struct {
 	} `json:"lag"`
 	LagError string       `json:"lag_error"`
 	Run      *catchUpView `json:"run"`
+	// KafkaAuth is the Kafka SASL mechanism, principal and token expiry.
+	KafkaAuth *struct {
+		Mechanism   string    `json:"mechanism"`
+		Principal   string    `json:"principal"`
+		TokenExpiry time.Time `json:"token_expiry"`
+		LastError   string    `json:"last_error"`
+	} `json:"kafka_auth"`
 }
 
 // catchUpView is a catch-up run's status.

@@ -32,6 +32,7 @@ func main() {
 	fs.IntVar(&o.maxRecords, "max-records", 2500, "MIRROR_MAX_RECORDS: records per drain, so that the timer runs several times (0 = no bound)")
 	fs.IntVar(&o.catchUpAfter, "catch-up-after", 2, "start one catch-up (POST /api/catchup) after this many timer runs; 0 = none")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the random topic choice; 0 = random")
+	fs.BoolVar(&o.oauth, "oauth", false, "run Kafka behind SASL/OAUTHBEARER: the handler gets JWTs from a local OIDC issuer (client credentials) and re-authenticates as its sessions end")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -1,0 +1,328 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go/sasl"
+)
+
+// SASL with re-authentication (KIP-368).
+//
+// kafka-go authenticates a connection once and never again, so a broker
+// with connections.max.reauth.ms (MSK, Confluent Cloud) closes it when the
+// session is over and its next request fails. For OAUTHBEARER and
+// AWS_MSK_IAM the Source therefore does TLS and SASL itself when it dials
+// (saslDialer), with SaslAuthenticate v1, whose answer carries the session
+// lifetime, and hands kafka-go a connection that is already authenticated.
+// That connection (reauthConn) re-authenticates in band, with a fresh token,
+// once 80% of the session is over: before the next request is written, at
+// a moment no request is waiting for its answer, so kafka-go never sees it.
+// A connection that stays busy past its session is closed by the broker;
+// the request fails and the next one dials a new connection.
+
+// Request keys and versions written by saslDialer.
+const (
+	keySaslHandshake    = 17
+	keySaslAuthenticate = 36
+	// corrBase starts the correlation ids of the requests the dialer
+	// writes; kafka-go never sees their answers.
+	corrBase = 0x7ff00000
+	// reauthAt is the fraction of a session after which the connection
+	// re-authenticates.
+	reauthAt = 0.8
+)
+
+// refuser is a mechanism that explains a broker's refusal (an error code
+// in SaslAuthenticate) in one line naming the setting to check.
+type refuser interface {
+	refused(code int16, msg string) error
+}
+
+// saslDialer dials, does TLS, authenticates, and returns a reauthConn.
+type saslDialer struct {
+	dial     func(ctx context.Context, network, address string) (net.Conn, error)
+	tls      *tls.Config
+	mech     sasl.Mechanism
+	clientID string
+	timeout  time.Duration
+	ctx      context.Context // the Source's; bounds re-authentications
+	log      *slog.Logger
+}
+
+// DialContext opens an authenticated connection to address.
+func (d *saslDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("broker address %q: %w", address, err)
+	}
+	port, _ := strconv.Atoi(portText)
+	c, err := d.dial(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	if d.tls != nil {
+		cfg := d.tls
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(c, cfg)
+		hctx, cancel := context.WithTimeout(ctx, d.timeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c = tc
+	}
+	rc := &reauthConn{Conn: c, d: d, meta: sasl.Metadata{Host: host, Port: port}, corr: corrBase}
+	if err := rc.authenticate(ctx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("SASL %s authentication with %s: %w", d.mech.Name(), address, err)
+	}
+	return rc, nil
+}
+
+// reauthConn is an authenticated connection that re-authenticates before
+// its session ends. It follows the request and response frames written
+// and read through it, to know when none is in flight.
+type reauthConn struct {
+	net.Conn
+	d    *saslDialer
+	meta sasl.Metadata
+
+	mu         sync.Mutex // writes, re-authentication, and the fields below
+	corr       int32
+	authedAt   time.Time
+	sessionEnd time.Time // zero: the session does not expire
+	inflight   int
+	reauths    int
+	w, r       frames
+}
+
+// frames follows size-prefixed frames in a byte stream.
+type frames struct {
+	size []byte // bytes of the size prefix read so far
+	left int    // bytes of the current frame's body still to come
+}
+
+// feed consumes p and returns how many frames started and how many ended.
+func (f *frames) feed(p []byte) (started, ended int) {
+	for len(p) > 0 {
+		if f.left == 0 {
+			need := 4 - len(f.size)
+			k := min(need, len(p))
+			f.size = append(f.size, p[:k]...)
+			p = p[k:]
+			if len(f.size) < 4 {
+				return started, ended
+			}
+			f.left = int(binary.BigEndian.Uint32(f.size))
+			f.size = f.size[:0]
+			started++
+			if f.left == 0 {
+				ended++
+			}
+			continue
+		}
+		k := min(f.left, len(p))
+		f.left -= k
+		p = p[k:]
+		if f.left == 0 {
+			ended++
+		}
+	}
+	return started, ended
+}
+
+func (f *frames) atBoundary() bool { return f.left == 0 && len(f.size) == 0 }
+
+// Write writes kafka-go's request bytes, re-authenticating first when the
+// session is nearly over, a new request begins and none is in flight.
+func (c *reauthConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w.atBoundary() && c.inflight == 0 && c.due(time.Now()) {
+		if err := c.reauthenticate(); err != nil {
+			_ = c.Conn.Close()
+			return 0, err
+		}
+	}
+	n, err := c.Conn.Write(p)
+	started, _ := c.w.feed(p[:n])
+	c.inflight += started
+	return n, err
+}
+
+// Read reads kafka-go's response bytes.
+func (c *reauthConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		_, ended := c.r.feed(p[:n])
+		c.inflight -= ended
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *reauthConn) due(now time.Time) bool {
+	if c.sessionEnd.IsZero() {
+		return false
+	}
+	life := c.sessionEnd.Sub(c.authedAt)
+	return !now.Before(c.authedAt.Add(time.Duration(float64(life) * reauthAt)))
+}
+
+func (c *reauthConn) reauthenticate() error {
+	ctx, cancel := context.WithTimeout(c.d.ctx, c.d.timeout)
+	defer cancel()
+	if err := c.authenticate(ctx); err != nil {
+		return fmt.Errorf("SASL %s re-authentication with %s: %w", c.d.mech.Name(), net.JoinHostPort(c.meta.Host, strconv.Itoa(c.meta.Port)), err)
+	}
+	c.reauths++
+	c.d.log.Debug("kafka connection re-authenticated", "broker", c.meta.Host, "mechanism", c.d.mech.Name(), "reauthentications", c.reauths, "session", c.sessionEnd.Sub(c.authedAt).Round(time.Millisecond))
+	return nil
+}
+
+// authenticate runs SaslHandshake v1 and SaslAuthenticate v1 on the raw
+// connection; the caller makes sure nothing else is using it.
+func (c *reauthConn) authenticate(ctx context.Context) error {
+	deadline := time.Now().Add(c.d.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = c.Conn.SetDeadline(deadline)
+	defer c.Conn.SetDeadline(time.Time{})
+
+	name := c.d.mech.Name()
+	resp, err := c.roundTrip(keySaslHandshake, appendString(nil, name))
+	if err != nil {
+		return fmt.Errorf("SaslHandshake: %w", err)
+	}
+	if len(resp) < 2 {
+		return errors.New("SaslHandshake: short answer")
+	}
+	if code := int16(binary.BigEndian.Uint16(resp)); code != 0 {
+		return fmt.Errorf("the broker does not accept SASL mechanism %s (error code %d)", name, code)
+	}
+	sess, state, err := c.d.mech.Start(sasl.WithMetadata(ctx, &c.meta))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for done := false; !done; {
+		resp, err := c.roundTrip(keySaslAuthenticate, appendBytes(nil, state))
+		if err != nil {
+			return fmt.Errorf("SaslAuthenticate: %w", err)
+		}
+		code, msg, challenge, lifetime, err := parseSaslAuthenticate(resp)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			if msg == "" {
+				msg = "authentication failed"
+			}
+			if r, ok := c.d.mech.(refuser); ok {
+				return r.refused(code, msg)
+			}
+			return fmt.Errorf("the broker refused the authentication (error code %d): %s", code, oneLine(msg))
+		}
+		if done, state, err = sess.Next(ctx, challenge); err != nil {
+			return err
+		}
+		if done {
+			c.authedAt, c.sessionEnd = start, time.Time{}
+			if lifetime > 0 {
+				c.sessionEnd = start.Add(time.Duration(lifetime) * time.Millisecond)
+			}
+		}
+	}
+	return nil
+}
+
+// roundTrip writes a v1 request with body and reads its answer's body.
+func (c *reauthConn) roundTrip(key int16, body []byte) ([]byte, error) {
+	c.corr++
+	corr := c.corr
+	req := make([]byte, 4, 64+len(body))
+	req = binary.BigEndian.AppendUint16(req, uint16(key))
+	req = binary.BigEndian.AppendUint16(req, 1)
+	req = binary.BigEndian.AppendUint32(req, uint32(corr))
+	req = appendString(req, c.d.clientID)
+	req = append(req, body...)
+	binary.BigEndian.PutUint32(req, uint32(len(req)-4))
+	if _, err := c.Conn.Write(req); err != nil {
+		return nil, err
+	}
+	var hdr [8]byte
+	if _, err := io.ReadFull(c.Conn, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(hdr[:4])
+	if size < 4 || size > 1<<20 {
+		return nil, fmt.Errorf("answer of %d bytes", size)
+	}
+	if got := int32(binary.BigEndian.Uint32(hdr[4:])); got != corr {
+		return nil, fmt.Errorf("answer to request %d, want %d", got, corr)
+	}
+	resp := make([]byte, size-4)
+	if _, err := io.ReadFull(c.Conn, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// parseSaslAuthenticate decodes a SaslAuthenticate v1 answer.
+func parseSaslAuthenticate(b []byte) (code int16, msg string, authBytes []byte, lifetimeMs int64, err error) {
+	bad := errors.New("SaslAuthenticate: malformed answer")
+	if len(b) < 4 {
+		return 0, "", nil, 0, bad
+	}
+	code = int16(binary.BigEndian.Uint16(b))
+	n := int16(binary.BigEndian.Uint16(b[2:]))
+	b = b[4:]
+	if n > 0 {
+		if len(b) < int(n) {
+			return 0, "", nil, 0, bad
+		}
+		msg, b = string(b[:n]), b[n:]
+	}
+	if len(b) < 4 {
+		return 0, "", nil, 0, bad
+	}
+	m := int32(binary.BigEndian.Uint32(b))
+	b = b[4:]
+	if m > 0 {
+		if len(b) < int(m) {
+			return 0, "", nil, 0, bad
+		}
+		authBytes, b = b[:m], b[m:]
+	}
+	if len(b) < 8 {
+		return 0, "", nil, 0, bad
+	}
+	return code, msg, authBytes, int64(binary.BigEndian.Uint64(b)), nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b []byte, p []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+	return append(b, p...)
+}
