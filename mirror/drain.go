@@ -59,6 +59,9 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	hubs, names := m.resolveHubs(workCtx, topics, rep)
 	if len(names) == 0 {
 		rep.Stopped = StopNothingToDo
+		if len(rep.HubErrors) > 0 {
+			rep.Stopped = StopFailed // every topic's hub failed
+		}
 		return rep, nil
 	}
 
@@ -92,6 +95,10 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	if len(got) == 0 {
 		rep.Stopped = StopNothingToDo
+		if len(busy) > 0 {
+			rep.Stopped = StopBusy
+			m.busyLag(workCtx, rep)
+		}
 		return rep, nil
 	}
 
@@ -109,6 +116,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		stoppedCh: make(chan struct{}),
 		ids:       make(map[string]string, len(topics)),
 		topics:    topics,
+		live:      newLiveDrain(),
 	}
 	for _, t := range topics {
 		d.ids[t.Name] = t.ID
@@ -117,6 +125,8 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		rep.Stopped = StopFailed
 		return rep, err
 	}
+	m.live.start(d, deadline)
+	defer m.live.end(d)
 	d.run(ctx, workCtx, margin)
 	return rep, nil
 }
@@ -190,6 +200,8 @@ type drain struct {
 
 	// dd is the deduplication state; nil when Options.Deduplicate is off.
 	dd *dedup
+	// live follows the sends and fetches that keep failing (status).
+	live *liveDrain
 
 	stopOnce  sync.Once
 	stopped   string
@@ -227,7 +239,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		cancelRead()
 	}()
 
-	sendCtx, cancelSend := sendContext(ctx, workCtx, margin)
+	senderWork, sendCtx, cancelSend := d.senderContexts(ctx, workCtx, margin)
 	defer cancelSend()
 	var senders sync.WaitGroup
 	for _, ss := range d.senders {
@@ -235,7 +247,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 			senders.Add(1)
 			go func() {
 				defer senders.Done()
-				s.run(workCtx, sendCtx)
+				s.run(senderWork, sendCtx)
 			}()
 		}
 	}
@@ -339,6 +351,10 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 				}
 				continue
 			}
+			if d.followStopping() {
+				return // the follow window's end cut the long poll: not a failure
+			}
+			d.live.failed(Outage{Kind: KindKafka, Topic: ps.tp.Topic, Partition: ps.tp.Partition}, err)
 			d.logger.WarnContext(ctx, "kafka fetch failed; retrying", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "offset", offset, "err", err)
 			if !sleep(ctx, backoff) {
 				return
@@ -347,6 +363,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 			continue
 		}
 		backoff = d.m.opts.RetryBackoff
+		d.live.succeeded(Outage{Topic: ps.tp.Topic, Partition: ps.tp.Partition})
 		end = f.Watermarks.End
 		ps.setEnd(end)
 		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
@@ -429,6 +446,7 @@ func (d *drain) report(ctx context.Context) {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
 	}
 	d.rep.Stopped = d.stopped
+	d.rep.Outages = d.live.outages(time.Now())
 	caughtUp := true
 	for _, ps := range d.order {
 		ps.mu.Lock()

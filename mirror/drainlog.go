@@ -39,10 +39,17 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 			logger.Log(ctx, level, p.String(), "run", rep.Run, "trigger", trigger)
 		}
 	}
-	lag := rep.LagAfter
-	if startFailed || len(rep.HubErrors) > 0 || hasPrefixed(rep.Errors, "reading watermarks") {
-		lag = -1
+	for _, o := range rep.Outages {
+		attrs := []any{"run", rep.Run, "trigger", trigger, "kind", o.Kind}
+		if o.Hub != "" {
+			attrs = append(attrs, "hub", o.Hub, "hub_partition", o.HubPartition)
+		} else {
+			attrs = append(attrs, "topic", o.Topic, "partition", o.Partition)
+		}
+		logger.WarnContext(ctx, "drain outage: "+o.describe(rep.Started.Add(rep.Duration)), attrs...)
 	}
+	rep.markLagUnknown(startFailed)
+	lag := rep.LagAfter
 	level := slog.LevelInfo
 	if rep.Failed() {
 		level = slog.LevelError

@@ -17,21 +17,21 @@ func TestHealthLastOutcome(t *testing.T) {
 		h.observe(&Report{Run: "timer", Started: time.Now(), Stopped: StopCaughtUp, Partitions: ps})
 	}
 	drain(part(10, 0, 10))
-	if s := h.snapshot(); !s.OK {
+	if s := h.snapshot(nil); !s.OK {
 		t.Fatalf("healthy drain: %+v", s)
 	}
 	// Lag that does not move for StallDrains drains is a problem.
 	for range StallDrains {
-		if s := h.snapshot(); !s.OK {
+		if s := h.snapshot(nil); !s.OK {
 			t.Fatalf("stalled too early: %+v", s)
 		}
 		drain(part(10, 5, 0))
 	}
-	if s := h.snapshot(); s.OK || s.Problems[0].Kind != KindStalled || !strings.Contains(s.Reason, "t/0 -> h: stalled") {
+	if s := h.snapshot(nil); s.OK || s.Problems[0].Kind != KindStalled || !strings.Contains(s.Reason, "t/0 -> h: stalled") {
 		t.Fatalf("stall not reported: %+v", s)
 	}
 	drain(part(15, 0, 5))
-	if s := h.snapshot(); !s.OK {
+	if s := h.snapshot(nil); !s.OK {
 		t.Fatalf("progress did not clear the stall: %+v", s)
 	}
 	// A gap, an oversized skip and a throttled partition are reported.
@@ -40,7 +40,7 @@ func TestHealthLastOutcome(t *testing.T) {
 	over := PartitionReport{Topic: "t", Partition: 1, Hub: "h", SkippedOffsets: []int64{7}}
 	thr := PartitionReport{Topic: "u", Partition: 0, Hub: "h2", Error: "gave up", Kind: KindThrottled, LagAfter: 4}
 	drain(gap, over, thr)
-	s := h.snapshot()
+	s := h.snapshot(nil)
 	kinds := []string{}
 	for _, p := range s.Problems {
 		kinds = append(kinds, p.Kind)
@@ -51,13 +51,13 @@ func TestHealthLastOutcome(t *testing.T) {
 	// A generic error does not hide a problem of a known kind in the reason.
 	generic := PartitionReport{Topic: "a", Partition: 0, Hub: "h0", Error: "context deadline exceeded", Kind: KindError, LagAfter: 1}
 	drain(generic, thr)
-	if s := h.snapshot(); s.Problems[0].Kind != KindError || strings.Contains(s.Reason, "context deadline exceeded") {
+	if s := h.snapshot(nil); s.Problems[0].Kind != KindError || strings.Contains(s.Reason, "context deadline exceeded") {
 		t.Fatalf("reason %q names the generic error, want the throttled partition", s.Reason)
 	}
 	// A hub error stays until a partition of that hub is mirrored again.
 	h.observe(&Report{Run: "timer", Stopped: StopNothingToDo, Errors: []string{`topic "x" -> event hub "hx": nope`},
 		HubErrors: []HubError{{Topic: "x", Hub: "hx", Kind: KindHubMissing, Error: "nope"}}})
-	if s := h.snapshot(); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
+	if s := h.snapshot(nil); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
 		t.Fatalf("hub problem: %+v", s)
 	}
 }

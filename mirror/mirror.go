@@ -34,6 +34,8 @@ type Mirror struct {
 	// listen caches, per hub, whether the credentials can read it
 	// (deduplication).
 	listen map[string]listenCheck
+	// live follows the running drains and the throughput (status).
+	live *liveTracker
 }
 
 // New returns a Mirror reading from source and publishing to sink.
@@ -51,6 +53,7 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 
 		releasedAt: make(map[TopicPartition]uint64),
 		listen:     make(map[string]listenCheck),
+		live:       newLiveTracker(),
 	}, nil
 }
 

@@ -248,9 +248,11 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		}
 		return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts: %w", what, attempt, err)
 	}
+	where := Outage{Hub: s.hub, HubPartition: s.partitionID}
 	for attempt := 1; ; attempt++ {
 		err := op()
 		if err == nil {
+			s.d.live.succeeded(where)
 			return nil
 		}
 		var final finalError
@@ -261,6 +263,8 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		if ctx.Err() != nil {
 			return giveUp(attempt, err)
 		}
+		where.Kind = errorKind(err)
+		s.d.live.failed(where, err)
 		s.d.logger.WarnContext(ctx, "event hubs error; retrying", "hub", s.hub, "partition", s.partitionID, "attempt", attempt, "err", err)
 		if !sleep(ctx, backoff) {
 			return giveUp(attempt, err)

@@ -51,8 +51,9 @@ func (s *Service) Health(lag *LagReport) Health {
 			hubs[p.Hub] = true
 		}
 		s.health.forget(func(tp TopicPartition) bool { return tps[tp] }, hubs)
+		s.health.kafkaAnswered()
 	}
-	return s.health.snapshot()
+	return s.health.snapshot(s.mirror.Running())
 }
 
 // Mirror returns the service's mirror.
@@ -77,6 +78,7 @@ func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
+	rep.markLagUnknown(err != nil)
 	budget := lim.MaxDuration
 	if budget <= 0 {
 		budget = time.Minute
