@@ -77,3 +77,41 @@ func TestPartitionKind(t *testing.T) {
 		t.Errorf("recreated: %q", k)
 	}
 }
+
+// A problem that only said Kafka could not be reached clears as soon as
+// Kafka answers (the status read the lag), not at the next drain.
+func TestKafkaProblemClearsWhenKafkaAnswers(t *testing.T) {
+	h := newHealthTracker()
+	h.observe(&Report{Run: "timer", Started: time.Now(), Stopped: StopFailed, Errors: []string{"listing Kafka topics: dial tcp 127.0.0.1:9092: connect: connection refused"}})
+	if s := h.snapshot(nil); s.OK || s.Problems[0].Kind != KindKafka {
+		t.Fatalf("Kafka down: %+v", s)
+	}
+	h.kafkaAnswered()
+	if s := h.snapshot(nil); !s.OK {
+		t.Fatalf("still not OK after Kafka answered: %+v", s)
+	}
+}
+
+// A running drain's failure is a problem once it lasted LiveFailureAfter,
+// and one still going on when a drain ended stays a problem until a later
+// drain with partitions ends without it.
+func TestOutagesAreProblems(t *testing.T) {
+	h := newHealthTracker()
+	now := time.Now()
+	old := Outage{Kind: KindError, Hub: "h", HubPartition: "0", Since: now.Add(-2 * LiveFailureAfter), Last: now, Attempts: 20, Error: "refused"}
+	s := h.snapshot([]RunningDrain{{Run: "timer", Outages: []Outage{old}}})
+	if s.OK || !strings.Contains(s.Reason, "sends to event hub h partition 0 failing for") {
+		t.Fatalf("ongoing outage: %+v", s)
+	}
+	part := PartitionReport{Topic: "t", Partition: 0, Hub: "h", LagAfter: 3}
+	h.observe(&Report{Run: "timer", Started: now, Stopped: StopFollowed, Outages: []Outage{old}, Partitions: []PartitionReport{part}})
+	if s := h.snapshot(nil); s.OK {
+		t.Fatal("an outage still going on at the drain's end is not a problem")
+	}
+	ended := old
+	ended.Until = now
+	h.observe(&Report{Run: "timer", Started: now, Stopped: StopCaughtUp, Outages: []Outage{ended}, Partitions: []PartitionReport{part}})
+	if s := h.snapshot(nil); !s.OK {
+		t.Fatalf("an outage that ended is still a problem: %+v", s)
+	}
+}

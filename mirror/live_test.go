@@ -206,3 +206,23 @@ func mustFilter(t *testing.T, re string) mirror.TopicFilter {
 	}
 	return f
 }
+
+// The end of a follow window cuts the readers' long polls: that is not a
+// Kafka problem and logs no warning.
+func TestFollowStopIsSilent(t *testing.T) {
+	e := newEnv(t)
+	logs := &syncBuffer{}
+	m := e.newMirror(mirror.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	e.produce(followRecord(0, 1))
+	for range 3 {
+		rep, err := m.Drain(context.Background(), "follow", mirror.Limits{MaxDuration: 30 * time.Second, FollowUntil: time.Now().Add(2 * time.Second)})
+		if err != nil || rep.Stopped != mirror.StopFollowed || rep.Failed() {
+			t.Fatalf("drain: %v, stopped %q, failed %v", err, rep.Stopped, rep.Failed())
+		}
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			t.Errorf("a follow stop logged: %s", l)
+		}
+	}
+}
