@@ -202,6 +202,9 @@ type drain struct {
 	dd *dedup
 	// live follows the sends and fetches that keep failing (status).
 	live *liveDrain
+	// latency is Event Hubs' acknowledgement time minus the Kafka
+	// timestamp of each record mirrored.
+	latency latencyHistogram
 
 	stopOnce  sync.Once
 	stopped   string
@@ -423,7 +426,7 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 	if err := d.inflight.Acquire(ctx, weight); err != nil {
 		return false
 	}
-	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev}
+	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev, ts: r.Time}
 	ps.add(r)
 	select {
 	case s.in <- it:
@@ -447,6 +450,7 @@ func (d *drain) report(ctx context.Context) {
 	}
 	d.rep.Stopped = d.stopped
 	d.rep.Outages = d.live.outages(time.Now())
+	d.rep.Latency = d.latency.summary()
 	caughtUp := true
 	for _, ps := range d.order {
 		ps.mu.Lock()

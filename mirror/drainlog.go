@@ -16,7 +16,10 @@ const DrainLogMessage = "drain"
 // records, bytes, lag (after the drain; -1 unknown), partitions, errors,
 // gaps (partitions with records lost to retention), oversized (records
 // skipped plus partitions stopped at an oversized record), duration_ms,
-// budget_ms and stopped. The structured line is at level ERROR when records
+// budget_ms, stopped, backlog_age_ms (the age of the oldest record left
+// unmirrored; 0 when none or unknown) and latency_p50_ms, latency_p99_ms
+// (Event Hubs' acknowledgement minus the Kafka timestamp of the records
+// mirrored; -1 without records). The structured line is at level ERROR when records
 // could not be mirrored, else INFO. startFailed says the drain could not
 // start (its lag is then unknown).
 func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger string, budget time.Duration, startFailed bool) {
@@ -67,6 +70,9 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 		"duration_ms", rep.Duration.Milliseconds(),
 		"budget_ms", budget.Milliseconds(),
 		"stopped", rep.Stopped,
+		"backlog_age_ms", rep.BehindBy.Milliseconds(),
+		"latency_p50_ms", latencyMillis(rep.Latency, false),
+		"latency_p99_ms", latencyMillis(rep.Latency, true),
 	)
 }
 
@@ -77,4 +83,15 @@ func hasPrefixed(lines []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// latencyMillis is the p50 (or p99) of l in milliseconds, -1 for nil.
+func latencyMillis(l *Latency, p99 bool) int64 {
+	switch {
+	case l == nil:
+		return -1
+	case p99:
+		return l.P99.Milliseconds()
+	}
+	return l.P50.Milliseconds()
 }

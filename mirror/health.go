@@ -50,6 +50,8 @@ type Health struct {
 	// Reason is the first problem in one line, "" when OK.
 	Reason   string    `json:"reason,omitempty"`
 	Problems []Problem `json:"problems"`
+	// Causes are the problems grouped by kind, each with its remedy.
+	Causes []Cause `json:"causes"`
 	// Drains is how many drains the health is built from.
 	Drains int `json:"drains"`
 }
@@ -278,6 +280,7 @@ func (h *healthTracker) snapshot(running []RunningDrain) Health {
 	})
 	out.Problems = append(out.Problems, parts...)
 	out.OK = len(out.Problems) == 0
+	out.Causes = Causes(out.Problems)
 	if !out.OK {
 		// The reason names the first problem of a known kind: a generic
 		// error (often a send that ran out of time while the SDK retried

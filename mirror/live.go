@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -347,4 +348,59 @@ func (m *Mirror) busyLag(ctx context.Context, rep *Report) {
 		p.LagAfter = p.LagBefore
 		rep.LagAfter += p.LagAfter
 	}
+}
+
+// Backlog is how far behind the mirror is, in records and in time, and how
+// long the backlog takes at the recent rate.
+type Backlog struct {
+	// Records is the lag of the topics that are not paused.
+	Records int64 `json:"records"`
+	// BehindBy is the age of the oldest record not yet mirrored.
+	BehindBy time.Duration `json:"behind_by_ns"`
+	// RecordsPerSec is the rate Event Hubs acknowledged records at over
+	// the last minutes (Throughput).
+	RecordsPerSec float64 `json:"records_per_sec"`
+	// ETA is Records ÷ RecordsPerSec; 0 when caught up or not moving.
+	ETA time.Duration `json:"eta_ns,omitempty"`
+	// Summary is the backlog in words: "3,200,000 records behind (the
+	// oldest 3 min 20 s ago), about 53 min at 1,000 events/s".
+	Summary string `json:"summary"`
+}
+
+// NewBacklog measures the backlog from a lag report and the throughput.
+func NewBacklog(lag *LagReport, tp Throughput) Backlog {
+	b := Backlog{Records: lag.Unpaused(), BehindBy: lag.BehindBy, RecordsPerSec: tp.RecordsPerSec}
+	if b.Records == 0 {
+		b.Summary = "caught up"
+		return b
+	}
+	b.Summary = Count(b.Records) + " records behind"
+	if b.BehindBy > 0 {
+		b.Summary += ", the oldest from " + Ago(b.BehindBy) + " ago"
+	}
+	if b.RecordsPerSec >= 0.01 {
+		b.ETA = time.Duration(float64(b.Records) / b.RecordsPerSec * float64(time.Second))
+		b.Summary += fmt.Sprintf(", about %s at %s events/s", Ago(b.ETA), Count(int64(math.Round(b.RecordsPerSec))))
+	} else {
+		b.Summary += fmt.Sprintf(", not moving (no event delivered in the last %s)", Ago(max(tp.Window, time.Second)))
+	}
+	return b
+}
+
+// Count writes n with thousands separators: 3,200,000.
+func Count(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

@@ -103,6 +103,17 @@ func TestOutageInsideAFollowingDrain(t *testing.T) {
 	if lag.Total != 20 {
 		t.Errorf("lag %d after the drain, want the 20 records refused (uncommitted)", lag.Total)
 	}
+	// Time, not only counts: the backlog's age, in the status and in the
+	// drain's report and line, and the latency of what was mirrored.
+	if lag.BehindBy < window/2 || lag.BehindBy > time.Since(start) {
+		t.Errorf("behind by %s; want the age of the first refused record", lag.BehindBy)
+	}
+	if r.rep.BehindBy <= 0 || !strings.Contains(drainLine, " backlog_age_ms=") || strings.Contains(drainLine, " backlog_age_ms=0 ") {
+		t.Errorf("the drain's backlog age is missing: %s, %s", r.rep.BehindBy, drainLine)
+	}
+	if l := r.rep.Latency; l == nil || l.Records != 20 || l.P99 <= 0 {
+		t.Errorf("latency of the 20 records mirrored: %+v", l)
+	}
 	if h := svc.Health(lag); h.OK {
 		t.Errorf("the status is OK right after a drain that ended in an outage")
 	}

@@ -58,6 +58,13 @@ type Report struct {
 	// HubErrors are the topics left out because their event hub could not
 	// be used, with the kind of failure; each is also in Errors.
 	HubErrors []HubError `json:"hub_errors,omitempty"`
+	// Latency is the end-to-end latency of the records mirrored: when
+	// Event Hubs acknowledged each minus its Kafka timestamp; nil without
+	// records.
+	Latency *Latency `json:"latency,omitempty"`
+	// BehindBy is the age of the oldest record the drain left unmirrored
+	// on its partitions (0 when it left none or the age is unknown).
+	BehindBy time.Duration `json:"behind_by_ns"`
 	// Outages are the sends or fetches that kept failing for
 	// LiveFailureAfter or longer during the drain, ended or not: records
 	// were late or not mirrored, so the drain failed.
@@ -120,6 +127,7 @@ const (
 	KindRecreated    = "recreated"
 	KindStalled      = "stalled"
 	KindKafka        = "kafka"
+	KindCertificate  = "certificate"
 	KindError        = "error"
 )
 

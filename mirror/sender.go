@@ -22,6 +22,8 @@ type item struct {
 	size   int   // value bytes, for the report
 	weight int64 // charged to the in-flight bound
 	event  Event
+	// ts is the record's Kafka timestamp (end-to-end latency).
+	ts time.Time
 }
 
 // sender publishes the events of one event hub partition, one batch at a
@@ -198,8 +200,10 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 		return
 	}
 	var weight int64
+	now := time.Now()
 	for _, it := range items {
 		it.ps.ack(it.offset, it.size)
+		s.d.latency.observe(now.Sub(it.ts))
 		weight += it.weight
 	}
 	s.d.inflight.Release(weight)

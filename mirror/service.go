@@ -79,6 +79,7 @@ func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*
 		rep.Errors = append(rep.Errors, err.Error())
 	}
 	rep.markLagUnknown(err != nil)
+	s.measureBacklog(ctx, rep)
 	budget := lim.MaxDuration
 	if budget <= 0 {
 		budget = time.Minute
@@ -309,4 +310,22 @@ func newRunID() (string, error) {
 		return "", fmt.Errorf("generating run id: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// measureBacklog sets rep.BehindBy from the oldest record the drain left
+// unmirrored on its partitions.
+func (s *Service) measureBacklog(ctx context.Context, rep *Report) {
+	from := map[TopicPartition]int64{}
+	for _, p := range rep.Partitions {
+		if p.LagAfter > 0 && p.Committed != NoOffset {
+			from[TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.Committed
+		}
+	}
+	if len(from) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, t := range s.mirror.oldestUnmirrored(context.WithoutCancel(ctx), from) {
+		rep.BehindBy = max(rep.BehindBy, now.Sub(t))
+	}
 }
