@@ -11,7 +11,8 @@ import (
 const DrainLogMessage = "drain"
 
 // LogReport logs a drain the same way for every trigger (timer or catch-up):
-// one line per drain error and per partition with work or errors, then the
+// one line per drain error and per partition with work or errors (with
+// the attributes topic, partition and hub), then the
 // structured line msg=drain with the keys run, trigger (timer|catchup),
 // records, bytes, lag (after the drain; -1 unknown), partitions, errors,
 // gaps (partitions with records lost to retention), oversized (records
@@ -39,7 +40,7 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 			if p.Error != "" {
 				level = slog.LevelWarn
 			}
-			logger.Log(ctx, level, p.String(), "run", rep.Run, "trigger", trigger)
+			logger.Log(ctx, level, p.String(), "run", rep.Run, "trigger", trigger, "topic", p.Topic, "partition", p.Partition, "hub", p.Hub)
 		}
 	}
 	for _, o := range rep.Outages {
