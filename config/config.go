@@ -55,6 +55,13 @@ const (
 	MirrorFollow = "MIRROR_FOLLOW"
 )
 
+// KafkaTLSCertWarnDays is how many days before the client certificate
+// (KAFKA_TLS_CERT_PEM) expires the status reports it.
+const KafkaTLSCertWarnDays = "KAFKA_TLS_CERT_WARN_DAYS"
+
+// DefaultCertWarnDays is KAFKA_TLS_CERT_WARN_DAYS's default.
+const DefaultCertWarnDays = 14
+
 // Defaults of the settings that have one.
 const (
 	DefaultGroup         = "ehmirror"
@@ -117,6 +124,10 @@ type Settings struct {
 	// KafkaClientCert, when set, is presented to brokers that ask for a
 	// client certificate (mutual TLS).
 	KafkaClientCert *ClientCert
+	// CertWarnDays is how many days before the client certificate
+	// expires the status reports it (KAFKA_TLS_CERT_WARN_DAYS, default
+	// DefaultCertWarnDays; 0 only flags an expired certificate).
+	CertWarnDays int64
 
 	// EventHubsConnectionString is set for key-based access; otherwise
 	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
@@ -189,6 +200,10 @@ func Load(getenv func(string) string) (Settings, Problems) {
 		}
 	}
 	s.KafkaClientCert = l.clientCert(s.KafkaTLS)
+	s.CertWarnDays = DefaultCertWarnDays
+	if l.has(KafkaTLSCertWarnDays) {
+		s.CertWarnDays = l.count(KafkaTLSCertWarnDays)
+	}
 
 	s.EventHubsConnectionString = l.secret(EventHubsConnection)
 	s.EventHubsNamespace = l.text(EventHubsNamespace, "")
@@ -498,6 +513,7 @@ func (s Settings) Summary() map[string]string {
 		KafkaTLSSkipVerify:    strconv.FormatBool(s.KafkaTLSSkipVerify),
 		KafkaTLSCertPEM:       clientCert,
 		KafkaTLSKeyPEM:        redact(clientKey),
+		KafkaTLSCertWarnDays:  strconv.FormatInt(s.CertWarnDays, 10),
 		"eventhubs.auth":      eventHubs,
 		EventHubsNamespace:    s.EventHubsNamespace,
 		EventHubsClientID:     s.EventHubsClientID,

@@ -322,7 +322,7 @@ func testMirrorFunctions(t *testing.T, app string) {
 	if code != http.StatusAccepted || started["id"] == "" || !strings.Contains(fmt.Sprint(started["status_url"]), "/api/status?") {
 		t.Fatalf("catch-up: %d %s", code, raw)
 	}
-	statusURL := fmt.Sprint(started["status_url"])
+	statusURL := withKey(t, started, key)
 	deadline := time.Now().Add(30 * time.Second)
 	var run map[string]any
 	for {

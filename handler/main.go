@@ -57,7 +57,7 @@ func run() error {
 
 	a := newApp(os.Getenv, logger, redactor)
 	for _, p := range a.problems {
-		fmt.Fprintln(os.Stderr, redactor.Redact("setting problem: "+p.String()))
+		logger.Error("setting problem: "+p.String(), "setting", p.Setting)
 	}
 	srv := newServer(a)
 	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/functions/ncrontab"
 	"github.com/ehmirror/ehmirror/mirror"
 	"github.com/ehmirror/ehmirror/statuspage"
 )
@@ -235,7 +236,8 @@ func (a *app) catchUp(c echo.Context) error {
 	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, msg))
 }
 
-// statusURLFor returns the status URL of run id next to the catch-up URL.
+// statusURLFor returns the status URL of run id next to the catch-up URL,
+// without the function key.
 func statusURLFor(catchUpURL, id string) string {
 	u, err := url.Parse(catchUpURL)
 	if err != nil || u.Host == "" {
@@ -247,10 +249,9 @@ func statusURLFor(catchUpURL, id string) string {
 	} else {
 		path = "/"
 	}
+	// The function key is not echoed: a URL ends up in logs and
+	// dashboards; the caller adds its key as it did to start the run.
 	q := url.Values{"run": {id}}
-	if code := u.Query().Get("code"); code != "" {
-		q.Set("code", code)
-	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: path + "status", RawQuery: q.Encode()}).String()
 }
 
@@ -268,6 +269,14 @@ type statusBody struct {
 	Run      *mirror.CatchUpStatus  `json:"run,omitempty"`
 	CatchUps []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
 	Drains   []*mirror.Report       `json:"last_drains"`
+	// Backlog is the lag in records and time, with how long it takes at
+	// the recent rate; Throughput that rate; Running the drains running
+	// now in this instance, with their progress and failures; NextTick
+	// the schedule's next occurrence (MIRROR_SCHEDULE).
+	Backlog    *mirror.Backlog       `json:"backlog,omitempty"`
+	Throughput mirror.Throughput     `json:"throughput"`
+	Running    []mirror.RunningDrain `json:"running"`
+	NextTick   time.Time             `json:"next_tick,omitzero"`
 	// Deduplication is the last drain's deduplication problem in one line
 	// (MIRROR_DEDUPLICATE), for example a missing Listen right.
 	Deduplication string `json:"deduplication,omitempty"`
@@ -294,7 +303,17 @@ func (a *app) status(c echo.Context) error {
 	}
 	body.Lag = lag
 	health := a.service.Health(lag)
+	a.certificateHealth(&health, body.Time)
 	body.Health = &health
+	body.Running = a.service.Mirror().Running()
+	body.Throughput = a.service.Mirror().Throughput()
+	if lag != nil {
+		b := mirror.NewBacklog(lag, body.Throughput)
+		body.Backlog = &b
+	}
+	if sched, err := ncrontab.Parse(a.settings.Schedule); err == nil {
+		body.NextTick = sched.Next(body.Time.UTC())
+	}
 	if st, ok := a.service.ActiveCatchUp(); ok {
 		body.CatchUp = &st
 	}
@@ -342,12 +361,11 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 		return a.respondHTTP(c, status, body, logs...)
 	}
 	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
-		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config}
+		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config,
+		Backlog: body.Backlog, Throughput: &body.Throughput, Running: body.Running, NextTick: body.NextTick}
 	p.Problems = a.problemLines()
 	if body.Health != nil {
-		for _, pr := range body.Health.Problems {
-			p.Problems = append(p.Problems, pr.String())
-		}
+		p.Causes = body.Health.Causes
 	}
 	var html strings.Builder
 	if err := statuspage.Render(&html, p); err != nil {
@@ -366,7 +384,7 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 func lastDeduplication(reports []*mirror.Report) string {
 	var last *mirror.Report
 	for _, r := range reports {
-		if r != nil && r.Stopped != mirror.StopNothingToDo && (last == nil || r.Started.After(last.Started)) {
+		if r != nil && r.Stopped != mirror.StopNothingToDo && r.Stopped != mirror.StopBusy && (last == nil || r.Started.After(last.Started)) {
 			last = r
 		}
 	}
@@ -374,4 +392,30 @@ func lastDeduplication(reports []*mirror.Report) string {
 		return ""
 	}
 	return last.Deduplication
+}
+
+// certificateHealth adds the Kafka client certificate's expiry, or its
+// approach (KAFKA_TLS_CERT_WARN_DAYS), to the health as a problem: open
+// connections keep working with an expired certificate, so the drains do
+// not show it until the next handshake.
+func (a *app) certificateHealth(h *mirror.Health, now time.Time) {
+	c := a.settings.KafkaClientCert
+	if c == nil {
+		return
+	}
+	warn := time.Duration(a.settings.CertWarnDays) * 24 * time.Hour
+	msg := c.ExpiryProblem(now, warn)
+	if msg == "" {
+		return
+	}
+	since := c.Leaf().NotAfter.Add(-warn)
+	if now.After(c.Leaf().NotAfter) {
+		since = c.Leaf().NotAfter
+	}
+	p := mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"}
+	h.Problems = append([]mirror.Problem{p}, h.Problems...)
+	h.Causes = mirror.Causes(h.Problems)
+	if h.OK {
+		h.OK, h.Reason = false, p.String()
+	}
 }

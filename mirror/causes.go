@@ -121,6 +121,8 @@ func (p Problem) where() string {
 		return fmt.Sprintf("%s/%d", p.Topic, p.Partition)
 	case p.Hub != "":
 		return p.Hub
+	case p.Kind == KindCertificate:
+		return "Kafka client certificate"
 	}
 	return "drain " + p.Run
 }

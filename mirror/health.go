@@ -37,6 +37,8 @@ func (p Problem) String() string {
 		return fmt.Sprintf("%s/%d -> %s: %s: %s", p.Topic, p.Partition, p.Hub, p.Kind, p.Message)
 	case p.Hub != "":
 		return fmt.Sprintf("event hub %s: %s: %s", p.Hub, p.Kind, p.Message)
+	case p.Kind == KindCertificate:
+		return fmt.Sprintf("%s: %s", p.Kind, p.Message)
 	}
 	return fmt.Sprintf("drain: %s: %s", p.Kind, p.Message)
 }

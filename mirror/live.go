@@ -375,6 +375,9 @@ func NewBacklog(lag *LagReport, tp Throughput) Backlog {
 		return b
 	}
 	b.Summary = Count(b.Records) + " records behind"
+	if b.Records == 1 {
+		b.Summary = "1 record behind"
+	}
 	if b.BehindBy > 0 {
 		b.Summary += ", the oldest from " + Ago(b.BehindBy) + " ago"
 	}
