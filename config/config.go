@@ -62,6 +62,15 @@ const KafkaTLSCertWarnDays = "KAFKA_TLS_CERT_WARN_DAYS"
 // DefaultCertWarnDays is KAFKA_TLS_CERT_WARN_DAYS's default.
 const DefaultCertWarnDays = 14
 
+// MirrorMaxBacklogAge: when the oldest record not yet mirrored (of a
+// topic that is not paused) is older, the status of every instance
+// reports it.
+const MirrorMaxBacklogAge = "MIRROR_MAX_BACKLOG_AGE"
+
+// DefaultMaxBacklogAge is MIRROR_MAX_BACKLOG_AGE's default: two ticks of
+// the default schedule.
+const DefaultMaxBacklogAge = 2 * time.Minute
+
 // Defaults of the settings that have one.
 const (
 	DefaultGroup         = "ehmirror"
@@ -128,6 +137,8 @@ type Settings struct {
 	// expires the status reports it (KAFKA_TLS_CERT_WARN_DAYS, default
 	// DefaultCertWarnDays; 0 only flags an expired certificate).
 	CertWarnDays int64
+	// MaxBacklogAge is MIRROR_MAX_BACKLOG_AGE.
+	MaxBacklogAge time.Duration
 
 	// EventHubsConnectionString is set for key-based access; otherwise
 	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
@@ -253,6 +264,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.GapPolicy = mirror.GapPolicy(l.choice(MirrorGapPolicy, "fail", "fail", "resume-earliest"))
 	s.OversizePolicy = mirror.OversizePolicy(l.choice(MirrorOversizePolicy, "fail", "fail", "skip"))
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
+	s.MaxBacklogAge = l.duration(MirrorMaxBacklogAge, DefaultMaxBacklogAge)
 	s.Deduplicate = l.boolean(MirrorDeduplicate, false)
 	s.Follow = l.boolean(MirrorFollow, true)
 	return s, l.problems
@@ -528,6 +540,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorGapPolicy:       string(s.GapPolicy),
 		MirrorOversizePolicy:  string(s.OversizePolicy),
 		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
+		MirrorMaxBacklogAge:   s.MaxBacklogAge.String(),
 		MirrorDeduplicate:     strconv.FormatBool(s.Deduplicate),
 	}
 }

@@ -304,6 +304,9 @@ func (a *app) status(c echo.Context) error {
 	body.Lag = lag
 	health := a.service.Health(lag)
 	a.certificateHealth(&health, body.Time)
+	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
+		addProblem(&health, *p)
+	}
 	body.Health = &health
 	body.Running = a.service.Mirror().Running()
 	body.Throughput = a.service.Mirror().Throughput()
@@ -412,10 +415,16 @@ func (a *app) certificateHealth(h *mirror.Health, now time.Time) {
 	if now.After(c.Leaf().NotAfter) {
 		since = c.Leaf().NotAfter
 	}
-	p := mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"}
-	h.Problems = append([]mirror.Problem{p}, h.Problems...)
+	addProblem(h, mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"})
+}
+
+// addProblem adds a problem the status found itself to the health.
+func addProblem(h *mirror.Health, p mirror.Problem) {
+	h.Problems = append(h.Problems, p)
 	h.Causes = mirror.Causes(h.Problems)
 	if h.OK {
 		h.OK, h.Reason = false, p.String()
+	} else {
+		h.Reason += " (and 1 more problem)"
 	}
 }

@@ -407,3 +407,27 @@ func Count(n int64) string {
 	}
 	return b.String()
 }
+
+// BacklogProblem returns the problem of a backlog whose oldest record not
+// yet mirrored (topics not paused) is older than maxAge, nil otherwise. It
+// needs only Kafka, so every instance serving the status sees it, also
+// those that run no drain.
+func BacklogProblem(lag *LagReport, maxAge time.Duration) *Problem {
+	if lag == nil || maxAge <= 0 || lag.BehindBy <= maxAge {
+		return nil
+	}
+	var worst PartitionLag
+	var parts int
+	for _, p := range lag.Partitions {
+		if p.Paused || p.BehindBy <= maxAge {
+			continue
+		}
+		parts++
+		if p.BehindBy > worst.BehindBy {
+			worst = p
+		}
+	}
+	return &Problem{Kind: KindBehind, Topic: worst.Topic, Partition: worst.Partition, Hub: worst.Hub, Since: worst.Oldest.Add(maxAge), Run: "status",
+		Message: fmt.Sprintf("the oldest record not yet mirrored is %s old (%s records wait; %s of the partitions behind by more than %s, MIRROR_MAX_BACKLOG_AGE)",
+			Ago(worst.BehindBy), Count(worst.Lag), plural(parts, "partition"), Ago(maxAge))}
+}

@@ -63,6 +63,19 @@ func TestOutageInsideAFollowingDrain(t *testing.T) {
 	if !strings.Contains(seen.Reason, "sends to event hub prod.test1") {
 		t.Errorf("the reason does not name the failing sends: %q", seen.Reason)
 	}
+	// Another instance, which runs no drain, sees it from Kafka alone once
+	// the oldest refused record is older than its MIRROR_MAX_BACKLOG_AGE.
+	other := e.newMirror(mirror.Options{})
+	var behind *mirror.Problem
+	for behind == nil && time.Now().Before(until) {
+		if lag, err := other.Lag(context.Background(), nil); err == nil {
+			behind = mirror.BacklogProblem(lag, 3*time.Second)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if behind == nil || behind.Kind != mirror.KindBehind || behind.Topic != "prod.test1" {
+		t.Errorf("another instance does not see the backlog age: %+v", behind)
+	}
 	running := m.Running()
 	if len(running) != 1 || len(running[0].Outages) == 0 || !running[0].Outages[0].Ongoing() {
 		t.Errorf("the running drain does not show its ongoing outage: %+v", running)

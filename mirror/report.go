@@ -128,6 +128,7 @@ const (
 	KindStalled      = "stalled"
 	KindKafka        = "kafka"
 	KindCertificate  = "certificate"
+	KindBehind       = "behind"
 	KindError        = "error"
 )
 
