@@ -115,3 +115,25 @@ func TestOutagesAreProblems(t *testing.T) {
 		t.Fatalf("an outage that ended is still a problem: %+v", s)
 	}
 }
+
+// A catch-up whose last drain could not reach Kafka does not keep that
+// error once Kafka answers (a drain after a broker restart may run for its
+// whole budget before it reports).
+func TestCatchUpKafkaErrorClearsWhenKafkaAnswers(t *testing.T) {
+	s := &Service{mirror: &Mirror{live: newLiveTracker()}, health: newHealthTracker()}
+	kafka := &catchUp{status: CatchUpStatus{ID: "a", LastError: "reading pauses: OffsetFetch: unexpected EOF", LastErrorAt: time.Now()}, kafkaError: true}
+	hub := &catchUp{status: CatchUpStatus{ID: "b", LastError: "unauthorized"}}
+	s.runs = []*catchUp{kafka, hub}
+	s.active = kafka
+	s.Health(nil) // Kafka did not answer
+	if st, _ := s.CatchUp("a"); st.LastError == "" {
+		t.Fatal("cleared without Kafka answering")
+	}
+	s.Health(&LagReport{})
+	if st, _ := s.ActiveCatchUp(); st.LastError != "" || !st.LastErrorAt.IsZero() {
+		t.Errorf("the Kafka error stayed after Kafka answered: %+v", st)
+	}
+	if st, _ := s.CatchUp("b"); st.LastError != "unauthorized" {
+		t.Errorf("an error that is not Kafka's was cleared: %+v", st)
+	}
+}

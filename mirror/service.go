@@ -52,8 +52,23 @@ func (s *Service) Health(lag *LagReport) Health {
 		}
 		s.health.forget(func(tp TopicPartition) bool { return tps[tp] }, hubs)
 		s.health.kafkaAnswered()
+		s.kafkaAnswered()
 	}
 	return s.health.snapshot(s.mirror.Running())
+}
+
+// kafkaAnswered clears the last error of catch-ups whose last drain only
+// failed to reach Kafka: Kafka has just answered.
+func (s *Service) kafkaAnswered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.runs {
+		c.mu.Lock()
+		if c.kafkaError {
+			c.status.LastError, c.status.LastErrorAt, c.kafkaError = "", time.Time{}, false
+		}
+		c.mu.Unlock()
+	}
 }
 
 // Mirror returns the service's mirror.
@@ -140,11 +155,16 @@ type CatchUpStatus struct {
 	// the latest drain; -1 before the first measurement.
 	Lag       int64  `json:"lag"`
 	LastError string `json:"last_error,omitempty"`
+	// LastErrorAt is when the drain that failed with LastError ended.
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 }
 
 type catchUp struct {
 	mu     sync.Mutex
 	status CatchUpStatus
+	// kafkaError is set when LastError only says that Kafka could not be
+	// reached: it clears as soon as Kafka answers.
+	kafkaError bool
 }
 
 func (c *catchUp) snapshot() CatchUpStatus {
@@ -226,15 +246,16 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
 		}
 		rep, _ := s.drain(ctx, run, TriggerCatchUp, lim)
-		c.update(func(st *CatchUpStatus) {
-			st.Drains++
-			st.Records += rep.Records
-			st.LastError = ""
-			if rep.Failed() {
-				lines := rep.Lines()
-				st.LastError = lines[len(lines)-1]
-			}
-		})
+		c.mu.Lock()
+		c.status.Drains++
+		c.status.Records += rep.Records
+		c.status.LastError, c.status.LastErrorAt, c.kafkaError = "", time.Time{}, false
+		if rep.Failed() {
+			lines := rep.Lines()
+			c.status.LastError, c.status.LastErrorAt = lines[len(lines)-1], rep.Started.Add(rep.Duration)
+			c.kafkaError = rep.Stopped == StopFailed && len(rep.Partitions) == 0 && len(rep.HubErrors) == 0
+		}
+		c.mu.Unlock()
 		lag, err := s.mirror.Lag(ctx, req.Topics)
 		if err == nil {
 			c.update(func(st *CatchUpStatus) { st.Lag = lag.Unpaused() })
