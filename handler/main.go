@@ -66,6 +66,7 @@ func run() error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start("") }()
 	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0)
+	go a.logReadiness(ctx)
 
 	select {
 	case err := <-errc:

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -277,6 +279,9 @@ type statusBody struct {
 	Throughput mirror.Throughput     `json:"throughput"`
 	Running    []mirror.RunningDrain `json:"running"`
 	NextTick   time.Time             `json:"next_tick,omitzero"`
+	// Readiness is whether each Kafka broker answers and each event hub
+	// accepts the app's credentials, checked with this request.
+	Readiness *mirror.Readiness `json:"readiness,omitempty"`
 	// Deduplication is the last drain's deduplication problem in one line
 	// (MIRROR_DEDUPLICATE), for example a missing Listen right.
 	Deduplication string `json:"deduplication,omitempty"`
@@ -297,10 +302,14 @@ func (a *app) status(c echo.Context) error {
 		body.Reason = a.problemLines()[0]
 		return a.respondStatus(c, req, http.StatusServiceUnavailable, body, a.problemLines()...)
 	}
+	readyCh := make(chan mirror.Readiness, 1)
+	go func() { readyCh <- a.readiness(c.Request().Context()) }()
 	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
 	if err != nil {
 		body.LagError = err.Error()
 	}
+	ready := <-readyCh
+	body.Readiness = &ready
 	body.Lag = lag
 	health := a.service.Health(lag)
 	a.certificateHealth(&health, body.Time)
@@ -336,6 +345,9 @@ func (a *app) status(c echo.Context) error {
 	switch {
 	case err != nil:
 		body.Reason = "cannot read the group's lag: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+		if !ready.OK {
+			body.Reason += "; " + ready.Summary
+		}
 	case !health.OK:
 		body.Reason = health.Reason
 	}
@@ -365,7 +377,7 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 	}
 	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
 		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config,
-		Backlog: body.Backlog, Throughput: &body.Throughput, Running: body.Running, NextTick: body.NextTick}
+		Backlog: body.Backlog, Throughput: &body.Throughput, Running: body.Running, NextTick: body.NextTick, Readiness: body.Readiness}
 	p.Problems = a.problemLines()
 	if body.Health != nil {
 		p.Causes = body.Health.Causes
@@ -427,4 +439,31 @@ func addProblem(h *mirror.Health, p mirror.Problem) {
 	} else {
 		h.Reason += " (and 1 more problem)"
 	}
+}
+
+// readinessTimeout bounds a readiness check (a broker's dial, TLS and SASL
+// handshakes, and its answer, are bounded by the Kafka dial timeout).
+const readinessTimeout = 8 * time.Second
+
+// readiness checks that each Kafka broker answers and that every hub
+// accepts the app's credentials.
+func (a *app) readiness(ctx context.Context) mirror.Readiness {
+	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
+	defer cancel()
+	return a.service.Mirror().Readiness(ctx)
+}
+
+// logReadiness checks readiness once at start and logs it as one line,
+// msg=readiness, at ERROR when something does not answer or refuses the
+// app.
+func (a *app) logReadiness(ctx context.Context) {
+	if len(a.problems) > 0 || a.service == nil {
+		return
+	}
+	r := a.readiness(ctx)
+	level := slog.LevelInfo
+	if !r.OK {
+		level = slog.LevelError
+	}
+	a.logger.Log(ctx, level, "readiness", "ok", r.OK, "summary", r.Summary)
 }

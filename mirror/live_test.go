@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -248,5 +250,66 @@ func TestFollowStopIsSilent(t *testing.T) {
 		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
 			t.Errorf("a follow stop logged: %s", l)
 		}
+	}
+}
+
+// Readiness checks each bootstrap broker and every hub of the mirrored
+// topics: a silent broker is named, a wrong key is "unauthorized" on each
+// hub; with the right settings everything is ready.
+func TestReadinessNamesBrokersAndHubs(t *testing.T) {
+	e := newEnv(t)
+	ok := e.newMirror(mirror.Options{})
+	r := ok.Readiness(context.Background())
+	if !r.OK || len(r.Kafka) != 1 || len(r.EventHubs) != len(seedTopics) || r.Summary != "kafka: 1 of 1 broker answer; event hubs: 5 of 5 hubs accept the credentials" {
+		t.Errorf("readiness with good settings: %+v", r)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	src, err := kafka.NewSource(kafka.Options{Brokers: append(e.cluster.ListenAddrs(), ln.Addr().String()), Group: e.group, Logger: testLogger(), DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	cs := e.emu.ConnectionString()
+	i := strings.Index(cs, "SharedAccessKey=")
+	rest := cs[i:]
+	if j := strings.Index(rest, ";"); j >= 0 {
+		rest = rest[j:]
+	} else {
+		rest = ""
+	}
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: cs[:i] + "SharedAccessKey=d3Jvbmcga2V5" + rest, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	bad, err := mirror.New(src, sink, mirror.Options{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = bad.Readiness(context.Background())
+	if r.OK || len(r.Kafka) != 2 || !r.Kafka[0].OK || r.Kafka[1].OK || r.Kafka[1].Cause != "no answer" {
+		t.Errorf("a silent broker is not named: %+v", r.Kafka)
+	}
+	for _, h := range r.EventHubs {
+		if h.OK || h.Cause != mirror.KindUnauthorized {
+			t.Errorf("hub %s with a wrong key: %+v", h.Name, h)
+		}
+	}
+	if !strings.Contains(r.Summary, "kafka: 1 of 2 brokers answer ("+ln.Addr().String()+": no answer: ") || !strings.Contains(r.Summary, "event hubs: 0 of 5 hubs accept the credentials") {
+		t.Errorf("summary: %s", r.Summary)
 	}
 }

@@ -113,6 +113,9 @@ type Page struct {
 	Throughput *mirror.Throughput
 	Running    []mirror.RunningDrain
 	NextTick   time.Time
+	// Readiness is whether the brokers answer and the hubs accept the
+	// app, checked with the request.
+	Readiness *mirror.Readiness
 	// Refresh is how often the page reloads itself, in seconds;
 	// DefaultRefresh when 0.
 	Refresh  int
