@@ -131,8 +131,9 @@ func (a *app) problemLines() []string {
 }
 
 // mirrorTimer runs one bounded drain. The invocation fails (500) only when
-// records could not be mirrored; the report is returned as Logs either way
-// and also logged, because the host drops Logs of a failed invocation.
+// records could not be mirrored. The service logs the report on stdout;
+// its one-line summary is also returned as Logs (dropped by the host for a
+// failed invocation).
 func (a *app) mirrorTimer(c echo.Context) error {
 	var timer functions.Timer
 	inv, err := functions.DecodeInvocation(c.Request().Body, maxTimerInvocationBytes)
@@ -156,12 +157,14 @@ func (a *app) mirrorTimer(c echo.Context) error {
 	// The service logs the drain (its lines and the msg=drain line).
 	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
 	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
-	lines := rep.Lines()
 	status := http.StatusOK
 	if err != nil || rep.Failed() {
 		status = http.StatusInternalServerError
 	}
-	return a.respond(c, status, functions.NewResponse(lines...))
+	// Logs carries the summary only: the per-partition and error lines are
+	// already on stdout, which the host logs too; returning them as well
+	// logged each twice.
+	return a.respond(c, status, functions.NewResponse(rep.Summary()))
 }
 
 // catchUpBody is the optional JSON body of POST /api/catchup.
