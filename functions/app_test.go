@@ -33,8 +33,8 @@ func TestProjectFunctionFolders(t *testing.T) {
 		}
 		found[fn.Name] = fn
 	}
-	if len(found) != 6 {
-		t.Errorf("found functions %v, want MirrorTimer, CatchUp, Status, Offsets, Pause, Resume", keysOf(found))
+	if len(found) != 7 {
+		t.Errorf("found functions %v, want MirrorTimer, CatchUp, Status, Offsets, Pause, Resume, Metrics", keysOf(found))
 	}
 	lookup := func(name string) (string, bool) { v, ok := SettingDefaults()[name]; return v, ok }
 
@@ -56,6 +56,7 @@ func TestProjectFunctionFolders(t *testing.T) {
 	for name, want := range map[string]struct{ method, route string }{
 		"CatchUp": {"post", "catchup"}, "Status": {"get", "status"},
 		"Offsets": {"post", "offsets"}, "Pause": {"post", "pause"}, "Resume": {"post", "resume"},
+		"Metrics": {"get", "metrics"},
 	} {
 		fn := found[name]
 		if fn == nil {

@@ -321,6 +321,24 @@ func testMirrorFunctions(t *testing.T, app string) {
 	if got := w.emu.Stats().EventsStored; got != 1000 {
 		t.Fatalf("Event Hubs holds %d events, want 1000", got)
 	}
+	// The metrics, as Prometheus text, with the function key.
+	if code, _, _ := call(t, "GET", front.URL+"/api/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("metrics without a key: %d", code)
+	}
+	mresp, err := http.Get(front.URL + "/api/metrics?code=" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtext, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if mresp.StatusCode != http.StatusOK || !strings.HasPrefix(mresp.Header.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Errorf("metrics: %d %s", mresp.StatusCode, mresp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{"ehmirror_records_total 1000", `ehmirror_latency_seconds_count{trigger="timer"} 1000`, `ehmirror_lag{hub="prod.test1",partition="0",paused="false",topic="prod.test1"} 0`} {
+		if !strings.Contains(string(mtext), want) {
+			t.Errorf("metrics lack %q:\n%s", want, mtext)
+		}
+	}
 
 	// A catch-up answers 202 at once; its run reaches lag 0.
 	w.produce(t, 500)

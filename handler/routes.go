@@ -17,6 +17,7 @@ import (
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/functions/ncrontab"
+	"github.com/ehmirror/ehmirror/metrics"
 	"github.com/ehmirror/ehmirror/mirror"
 	"github.com/ehmirror/ehmirror/statuspage"
 )
@@ -56,6 +57,7 @@ func newServer(a *app) *echo.Echo {
 	e.POST("/Offsets", a.offsets)
 	e.POST("/Pause", a.pause)
 	e.POST("/Resume", a.resume)
+	e.POST("/Metrics", a.metricsText)
 	return e
 }
 
@@ -469,4 +471,21 @@ func (a *app) logReadiness(ctx context.Context) {
 		level = slog.LevelError
 	}
 	a.logger.Log(ctx, level, "readiness", "ok", r.OK, "summary", r.Summary)
+}
+
+// metricsText answers GET /api/metrics with the metrics in the Prometheus
+// text format.
+func (a *app) metricsText(c echo.Context) error {
+	if _, ok, err := a.httpRequest(c); !ok {
+		return err
+	}
+	if a.metrics == nil {
+		return a.respondHTTP(c, http.StatusServiceUnavailable, map[string]any{"error": "invalid settings", "problems": a.problems}, a.problemLines()...)
+	}
+	var text strings.Builder
+	if err := a.metrics.WritePrometheus(&text); err != nil {
+		return a.respondHTTP(c, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+	}
+	out := functions.HTTPOutput{StatusCode: http.StatusOK, Body: text.String(), Headers: map[string]string{"Content-Type": metrics.PrometheusContentType}}
+	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out))
 }

@@ -51,6 +51,16 @@ type Latency struct {
 	P50     time.Duration `json:"p50_ns"`
 	P99     time.Duration `json:"p99_ns"`
 	Max     time.Duration `json:"max_ns"`
+	// Buckets count the records per latency bucket (upper bound), for
+	// metrics; not in the JSON.
+	Buckets []LatencyBucket `json:"-"`
+}
+
+// LatencyBucket counts the records whose latency was at most Upper (and
+// above the previous bucket's).
+type LatencyBucket struct {
+	Upper time.Duration
+	Count int64
 }
 
 // summary returns the quantiles (each the upper bound of its bucket,
@@ -72,5 +82,11 @@ func (h *latencyHistogram) summary() *Latency {
 		}
 		return maxD
 	}
-	return &Latency{Records: n, P50: q(0.5), P99: q(0.99), Max: maxD}
+	l := &Latency{Records: n, P50: q(0.5), P99: q(0.99), Max: maxD}
+	for i := range h.counts {
+		if c := h.counts[i].Load(); c > 0 {
+			l.Buckets = append(l.Buckets, LatencyBucket{Upper: min(bucketUpper(i), maxD), Count: c})
+		}
+	}
+	return l
 }

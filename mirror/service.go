@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -30,6 +31,9 @@ type Service struct {
 	reports []*Report
 	active  *catchUp
 	runs    []*catchUp // most recent last
+
+	// observers get each drain's report (Observe); under mu.
+	observers []func(*Report)
 }
 
 // NewService returns a service whose drains use limits (a catch-up uses the
@@ -108,11 +112,23 @@ func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*
 
 func (s *Service) keep(rep *Report) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.reports = append(s.reports, rep)
 	if len(s.reports) > reportsKept {
 		s.reports = s.reports[len(s.reports)-reportsKept:]
 	}
+	observers := slices.Clone(s.observers)
+	s.mu.Unlock()
+	for _, f := range observers {
+		f(rep)
+	}
+}
+
+// Observe calls f with the report of every drain that ends from now on
+// (metrics); f must not keep the report.
+func (s *Service) Observe(f func(*Report)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observers = append(s.observers, f)
 }
 
 // Reports returns the most recent drain reports, oldest first.
