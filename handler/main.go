@@ -56,8 +56,11 @@ func run() error {
 	}
 
 	a := newApp(os.Getenv, logger, redactor)
+	// Setting problems go to stderr, which the host logs at Error, as
+	// structured lines with time and level.
+	errLogger := slog.New(slog.NewTextHandler(redactor.Writer(os.Stderr), nil))
 	for _, p := range a.problems {
-		logger.Error("setting problem: "+p.String(), "setting", p.Setting)
+		errLogger.Error("setting problem: "+p.String(), "setting", p.Setting)
 	}
 	srv := newServer(a)
 	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }

@@ -134,8 +134,8 @@ func (a *app) problemLines() []string {
 
 // mirrorTimer runs one bounded drain. The invocation fails (500) only when
 // records could not be mirrored. The service logs the report on stdout;
-// its one-line summary is also returned as Logs (dropped by the host for a
-// failed invocation).
+// Logs carry its summary, or, for a failed invocation (whose Logs the host
+// drops), the whole report.
 func (a *app) mirrorTimer(c echo.Context) error {
 	var timer functions.Timer
 	inv, err := functions.DecodeInvocation(c.Request().Body, maxTimerInvocationBytes)
@@ -159,14 +159,14 @@ func (a *app) mirrorTimer(c echo.Context) error {
 	// The service logs the drain (its lines and the msg=drain line).
 	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
 	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
-	status := http.StatusOK
+	// A successful invocation's Logs carry the summary only: the
+	// per-partition and error lines are already on stdout, which the host
+	// logs too; returning them as well logged each twice. A failed one
+	// carries the whole report, for its caller: the host drops those Logs.
 	if err != nil || rep.Failed() {
-		status = http.StatusInternalServerError
+		return a.respond(c, http.StatusInternalServerError, functions.NewResponse(rep.Lines()...))
 	}
-	// Logs carries the summary only: the per-partition and error lines are
-	// already on stdout, which the host logs too; returning them as well
-	// logged each twice.
-	return a.respond(c, status, functions.NewResponse(rep.Summary()))
+	return a.respond(c, http.StatusOK, functions.NewResponse(rep.Summary()))
 }
 
 // catchUpBody is the optional JSON body of POST /api/catchup.

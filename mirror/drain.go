@@ -506,6 +506,7 @@ func (d *drain) report(ctx context.Context) {
 		}
 	}
 	d.dedupReport()
+	d.m.busyLag(ctx, d.rep)
 	sortReports(d.rep.Partitions)
 }
 

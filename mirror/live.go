@@ -322,13 +322,19 @@ func Ago(d time.Duration) string {
 	return fmt.Sprintf("%d d %d h", days, h)
 }
 
-// busyLag fills the lag of the busy partitions of rep (all of them when
-// the drain could do nothing) from the committed offsets the claim read and
-// the log ends; LagUnknown when the ends cannot be read.
+// busyLag fills the lag of rep's busy partitions (held by another drain
+// of this process) from the committed offsets the claim read and the log
+// ends, and adds it to rep.LagAfter: a busy partition's lag is real, not 0.
+// LagAfter becomes LagUnknown when the ends cannot be read.
 func (m *Mirror) busyLag(ctx context.Context, rep *Report) {
-	tps := make([]TopicPartition, 0, len(rep.Partitions))
+	var tps []TopicPartition
 	for _, p := range rep.Partitions {
-		tps = append(tps, TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		if p.Busy {
+			tps = append(tps, TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		}
+	}
+	if len(tps) == 0 {
+		return
 	}
 	wms, err := m.source.Watermarks(ctx, tps)
 	if err != nil {
@@ -336,9 +342,11 @@ func (m *Mirror) busyLag(ctx context.Context, rep *Report) {
 		rep.LagAfter = LagUnknown
 		return
 	}
-	rep.LagAfter = 0
 	for i := range rep.Partitions {
 		p := &rep.Partitions[i]
+		if !p.Busy {
+			continue
+		}
 		wm := wms[TopicPartition{Topic: p.Topic, Partition: p.Partition}]
 		from := p.Committed
 		if from == NoOffset || from > wm.End {
@@ -346,7 +354,9 @@ func (m *Mirror) busyLag(ctx context.Context, rep *Report) {
 		}
 		p.LagBefore = max(wm.End-from, 0)
 		p.LagAfter = p.LagBefore
-		rep.LagAfter += p.LagAfter
+		if rep.LagAfter != LagUnknown {
+			rep.LagAfter += p.LagAfter
+		}
 	}
 }
 

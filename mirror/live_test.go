@@ -222,6 +222,39 @@ func TestBusyDrainReportsRealLag(t *testing.T) {
 	}
 	e.emu.Faults().DelayDispositions(0)
 	<-done
+
+	// A drain that owns some partitions and finds others busy counts the
+	// busy ones' real lag too.
+	wide := e.newMirror(mirror.Options{Topics: mustFilter(t, `prod\.test[12]`)})
+	e.emu.Faults().DelayDispositions(3 * time.Second)
+	for i := range 8 {
+		e.produce(followRecord(int32(i%4), i))
+	}
+	narrow := mustFilter(t, `prod\.test1`)
+	go func() {
+		rep, _ := wide.Drain(context.Background(), "first", mirror.Limits{MaxDuration: 30 * time.Second, Topics: &narrow})
+		done <- rep
+	}()
+	deadline = time.Now().Add(20 * time.Second)
+	for len(wide.Running()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep, err = wide.Drain(context.Background(), "second", mirror.Limits{MaxDuration: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy, busyLag int64
+	for _, p := range rep.Partitions {
+		if p.Busy {
+			busy++
+			busyLag += p.LagAfter
+		}
+	}
+	if busy != 4 || busyLag != 8 || rep.LagAfter != 8 || rep.Stopped == mirror.StopBusy {
+		t.Errorf("mixed drain: %d busy partitions with lag %d, lag_after %d, stopped %q; want 4, 8, 8, not busy", busy, busyLag, rep.LagAfter, rep.Stopped)
+	}
+	e.emu.Faults().DelayDispositions(0)
+	<-done
 }
 
 func mustFilter(t *testing.T, re string) mirror.TopicFilter {
