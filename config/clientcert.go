@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // CertNames name where a client certificate, its key and the key's password
@@ -46,6 +48,22 @@ func (c *ClientCert) Leaf() *x509.Certificate { return c.Chain[0] }
 func (c *ClientCert) String() string {
 	l := c.Leaf()
 	return fmt.Sprintf("subject %q, issuer %q, valid until %s", l.Subject.String(), l.Issuer.String(), l.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// ExpiryProblem returns, in one line, that the certificate has expired or
+// expires within warn of now, naming the setting; "" otherwise. Open
+// connections keep working after expiry (the broker checked the
+// certificate at the handshake), so only this tells before the next
+// handshake fails.
+func (c *ClientCert) ExpiryProblem(now time.Time, warn time.Duration) string {
+	l := c.Leaf()
+	switch {
+	case now.After(l.NotAfter):
+		return fmt.Sprintf("%s: the client certificate (subject %q) expired at %s; open connections still work, but the next handshake fails: renew it", c.names.Cert, l.Subject.String(), l.NotAfter.UTC().Format(time.RFC3339))
+	case warn > 0 && l.NotAfter.Sub(now) <= warn:
+		return fmt.Sprintf("%s: the client certificate (subject %q) expires at %s, in %s; renew it", c.names.Cert, l.Subject.String(), l.NotAfter.UTC().Format(time.RFC3339), mirror.Ago(l.NotAfter.Sub(now)))
+	}
+	return ""
 }
 
 // GoString is like String, so %#v does not print the key.

@@ -56,6 +56,22 @@ const (
 	MirrorFollow = "MIRROR_FOLLOW"
 )
 
+// KafkaTLSCertWarnDays is how many days before the client certificate
+// (KAFKA_TLS_CERT_PEM) expires the status reports it.
+const KafkaTLSCertWarnDays = "KAFKA_TLS_CERT_WARN_DAYS"
+
+// DefaultCertWarnDays is KAFKA_TLS_CERT_WARN_DAYS's default.
+const DefaultCertWarnDays = 14
+
+// MirrorMaxBacklogAge: when the oldest record not yet mirrored (of a
+// topic that is not paused) is older, the status of every instance
+// reports it.
+const MirrorMaxBacklogAge = "MIRROR_MAX_BACKLOG_AGE"
+
+// DefaultMaxBacklogAge is MIRROR_MAX_BACKLOG_AGE's default: two ticks of
+// the default schedule.
+const DefaultMaxBacklogAge = 2 * time.Minute
+
 // Defaults of the settings that have one.
 const (
 	DefaultGroup         = "ehmirror"
@@ -122,6 +138,12 @@ type Settings struct {
 	// KafkaClientCert, when set, is presented to brokers that ask for a
 	// client certificate (mutual TLS).
 	KafkaClientCert *ClientCert
+	// CertWarnDays is how many days before the client certificate
+	// expires the status reports it (KAFKA_TLS_CERT_WARN_DAYS, default
+	// DefaultCertWarnDays; 0 only flags an expired certificate).
+	CertWarnDays int64
+	// MaxBacklogAge is MIRROR_MAX_BACKLOG_AGE.
+	MaxBacklogAge time.Duration
 
 	// EventHubsConnectionString is set for key-based access; otherwise
 	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
@@ -195,6 +217,10 @@ func Load(getenv func(string) string) (Settings, Problems) {
 		}
 	}
 	s.KafkaClientCert = l.clientCert(s.KafkaTLS)
+	s.CertWarnDays = DefaultCertWarnDays
+	if l.has(KafkaTLSCertWarnDays) {
+		s.CertWarnDays = l.count(KafkaTLSCertWarnDays)
+	}
 
 	s.EventHubsConnectionString = l.secret(EventHubsConnection)
 	s.EventHubsNamespace = l.text(EventHubsNamespace, "")
@@ -244,6 +270,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.GapPolicy = mirror.GapPolicy(l.choice(MirrorGapPolicy, "fail", "fail", "resume-earliest"))
 	s.OversizePolicy = mirror.OversizePolicy(l.choice(MirrorOversizePolicy, "fail", "fail", "skip"))
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
+	s.MaxBacklogAge = l.duration(MirrorMaxBacklogAge, DefaultMaxBacklogAge)
 	s.Deduplicate = l.boolean(MirrorDeduplicate, false)
 	s.Follow = l.boolean(MirrorFollow, true)
 	return s, l.problems
@@ -504,6 +531,7 @@ func (s Settings) Summary() map[string]string {
 		KafkaTLSSkipVerify:    strconv.FormatBool(s.KafkaTLSSkipVerify),
 		KafkaTLSCertPEM:       clientCert,
 		KafkaTLSKeyPEM:        redact(clientKey),
+		KafkaTLSCertWarnDays:  strconv.FormatInt(s.CertWarnDays, 10),
 		"eventhubs.auth":      eventHubs,
 		EventHubsNamespace:    s.EventHubsNamespace,
 		EventHubsClientID:     s.EventHubsClientID,
@@ -518,6 +546,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorGapPolicy:       string(s.GapPolicy),
 		MirrorOversizePolicy:  string(s.OversizePolicy),
 		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
+		MirrorMaxBacklogAge:   s.MaxBacklogAge.String(),
 		MirrorDeduplicate:     strconv.FormatBool(s.Deduplicate),
 	}
 	maps.Copy(out, s.SASL.saslSummary(redact))

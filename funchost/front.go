@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -76,13 +77,13 @@ func (f frontEnd) serveFunction(w http.ResponseWriter, r *http.Request, path str
 	h := f.h
 	rt, params := h.matchRoute(path, r.Method)
 	if rt == nil {
-		http.NotFound(w, r)
+		writeJSONError(w, http.StatusNotFound, h.noRoute(path, r.Method))
 		return
 	}
 	fn := rt.fn
 	id, ok := h.keys.authorize(r, fn.Name, fn.Trigger().AuthLevel)
 	if !ok {
-		w.WriteHeader(http.StatusUnauthorized)
+		writeJSONError(w, http.StatusUnauthorized, keyRefusal(r, fn.Name))
 		return
 	}
 	var body []byte
@@ -139,7 +140,7 @@ func writeOutput(w http.ResponseWriter, r *http.Request, out *functions.HTTPOutp
 func (f frontEnd) serveAdmin(w http.ResponseWriter, r *http.Request, path string) {
 	h := f.h
 	if _, ok := h.keys.authorize(r, "", "admin"); !ok {
-		w.WriteHeader(http.StatusUnauthorized)
+		writeJSONError(w, http.StatusUnauthorized, "the admin API needs the master key (?code= or x-functions-key)")
 		return
 	}
 	lower := strings.ToLower(strings.TrimSuffix(path, "/"))
@@ -188,4 +189,35 @@ func (f frontEnd) serveAdmin(w http.ResponseWriter, r *http.Request, path string
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// writeJSONError answers {"error": reason} with status: a caller learns
+// why, not only that, its request failed.
+func writeJSONError(w http.ResponseWriter, status int, reason string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": reason})
+}
+
+// noRoute says that no function answers method on path, and which routes
+// exist.
+func (h *Host) noRoute(path, method string) string {
+	var routes []string
+	for _, rt := range h.Routes() {
+		methods := "any method"
+		if len(rt.Methods) > 0 {
+			methods = strings.Join(rt.Methods, ", ")
+		}
+		routes = append(routes, fmt.Sprintf("%s (%s)", rt.Template, methods))
+	}
+	return fmt.Sprintf("no function answers %s %s; the routes are %s", method, path, strings.Join(routes, ", "))
+}
+
+// keyRefusal says why a request's function key was refused, never
+// echoing the key.
+func keyRefusal(r *http.Request, function string) string {
+	if presentedKey(r) == "" {
+		return "a function key is required: pass it as ?code=KEY or in the x-functions-key header"
+	}
+	return fmt.Sprintf("the function key is not valid for function %s", function)
 }

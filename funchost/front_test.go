@@ -79,9 +79,16 @@ func TestFrontEnd(t *testing.T) {
 			{"/admin/host/status", nil, 401},
 			{"/admin/host/status?code=host-key", nil, 401},
 		} {
-			resp, _ := do("GET", tc.path, "", tc.header)
+			resp, body := do("GET", tc.path, "", tc.header)
 			if resp.StatusCode != tc.want {
 				t.Errorf("GET %s %v: %d, want %d", tc.path, tc.header, resp.StatusCode, tc.want)
+			}
+			if tc.want == 401 {
+				// A refused key answers JSON with the reason, never the key.
+				var e map[string]string
+				if err := json.Unmarshal([]byte(body), &e); err != nil || e["error"] == "" || strings.Contains(body, "wrong") || strings.Contains(body, "items-key") {
+					t.Errorf("GET %s: 401 body %q, want {\"error\": reason} without the key", tc.path, body)
+				}
 			}
 		}
 	})
@@ -99,8 +106,16 @@ func TestFrontEnd(t *testing.T) {
 			{"GET", "/api/off", 404},                   // disabled by app setting
 			{"GET", "/", 200},
 		} {
-			if resp, _ := do(tc.method, tc.path, "", nil); resp.StatusCode != tc.want {
+			resp, body := do(tc.method, tc.path, "", nil)
+			if resp.StatusCode != tc.want {
 				t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.want)
+			}
+			if tc.want == 404 {
+				// An unknown route answers JSON naming the routes there are.
+				var e map[string]string
+				if err := json.Unmarshal([]byte(body), &e); err != nil || !strings.Contains(e["error"], "/api/echo (GET, POST)") || strings.Contains(body, "host-key") {
+					t.Errorf("%s %s: 404 body %q, want {\"error\": reason with the routes}", tc.method, tc.path, body)
+				}
 			}
 		}
 		resp, body := do("GET", "/api/items/42/more%20stuff?code=host-key", "", nil)

@@ -4,8 +4,13 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ehmirror/ehmirror/functions"
@@ -136,4 +141,45 @@ func (k Keys) authorize(r *http.Request, function, authLevel string) (id functio
 	default:
 		return functions.KeyIdentity(level, name), true
 	}
+}
+
+// keysFile is the JSON of a keys file (see LoadOrCreateKeys).
+type keysFile struct {
+	Master  string `json:"master"`
+	Default string `json:"default"`
+}
+
+// LoadOrCreateKeys returns the master and default host keys kept in path,
+// creating the file (mode 0600) with random keys when it does not exist,
+// so that a local host restarted keeps its keys, as the real host does
+// (it keeps them in storage).
+func LoadOrCreateKeys(path string) (Keys, error) {
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		var kf keysFile
+		if err := json.Unmarshal(raw, &kf); err != nil || kf.Master == "" || kf.Default == "" {
+			return Keys{}, fmt.Errorf("keys file %s: want {\"master\":…,\"default\":…}; delete it to get new keys", path)
+		}
+		return Keys{Master: kf.Master, Host: map[string]string{"default": kf.Default}}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return Keys{}, fmt.Errorf("reading keys file: %w", err)
+	}
+	keys, err := GenerateKeys()
+	if err != nil {
+		return Keys{}, err
+	}
+	raw, err = json.Marshal(keysFile{Master: keys.Master, Default: keys.Host["default"]})
+	if err != nil {
+		return Keys{}, fmt.Errorf("encoding keys file: %w", err)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return Keys{}, fmt.Errorf("creating keys file: %w", err)
+		}
+	}
+	if err := os.WriteFile(path, append(raw, '\n'), 0o600); err != nil {
+		return Keys{}, fmt.Errorf("writing keys file: %w", err)
+	}
+	return keys, nil
 }

@@ -142,3 +142,34 @@ func TestFormatTimeout(t *testing.T) {
 		}
 	}
 }
+
+// The local host keeps its keys across restarts: the same keys file gives
+// the same keys; a new file gets new random ones, readable only by the
+// user.
+func TestKeysFileKeepsKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "keys.json")
+	first, err := LoadOrCreateKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := LoadOrCreateKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.DefaultKey() == "" || first.Master == "" || again.DefaultKey() != first.DefaultKey() || again.Master != first.Master {
+		t.Errorf("keys changed across loads: %+v then %+v", first, again)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("keys file mode: %v %v", fi.Mode(), err)
+	}
+	other, err := LoadOrCreateKeys(filepath.Join(t.TempDir(), "keys.json"))
+	if err != nil || other.DefaultKey() == first.DefaultKey() {
+		t.Errorf("a new keys file reused keys: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateKeys(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a broken keys file: %v", err)
+	}
+}

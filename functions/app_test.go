@@ -33,8 +33,8 @@ func TestProjectFunctionFolders(t *testing.T) {
 		}
 		found[fn.Name] = fn
 	}
-	if len(found) != 7 {
-		t.Errorf("found functions %v, want MirrorTimer, CatchUp, Status, Offsets, Pause, Resume, Cutover", keysOf(found))
+	if len(found) != 8 {
+		t.Errorf("found functions %v, want MirrorTimer, CatchUp, Status, Offsets, Pause, Resume, Cutover, Metrics", keysOf(found))
 	}
 	lookup := func(name string) (string, bool) { v, ok := SettingDefaults()[name]; return v, ok }
 
@@ -57,6 +57,7 @@ func TestProjectFunctionFolders(t *testing.T) {
 		"CatchUp": {"post", "catchup"}, "Status": {"get", "status"},
 		"Offsets": {"post", "offsets"}, "Pause": {"post", "pause"}, "Resume": {"post", "resume"},
 		"Cutover": {"post", "cutover"},
+		"Metrics": {"get", "metrics"},
 	} {
 		fn := found[name]
 		if fn == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/metrics"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -32,6 +33,9 @@ type app struct {
 	// concern that route only.
 	cutover         config.Cutover
 	cutoverProblems config.Problems
+	// metrics are the OpenTelemetry metrics (OTLP when configured, and
+	// GET /api/metrics); nil when they could not be set up.
+	metrics *metrics.Metrics
 }
 
 // newApp loads the settings and, if they are valid, builds the clients. It
@@ -52,7 +56,14 @@ func newApp(getenv func(string) string, logger *slog.Logger, r *redactor) *app {
 	}
 	if err := a.connect(); err != nil {
 		a.problems = append(a.problems, config.Problem{Setting: "(clients)", Message: r.Redact(err.Error())})
+		return a
 	}
+	m, err := metrics.New(context.Background(), a.service, getenv)
+	if err != nil {
+		a.problems = append(a.problems, config.Problem{Setting: "OTEL_EXPORTER_OTLP_*", Message: r.Redact(err.Error())})
+		return a
+	}
+	a.metrics = m
 	return a
 }
 
@@ -129,6 +140,11 @@ func credential(clientID string) (azcore.TokenCredential, error) {
 func (a *app) Close(ctx context.Context) {
 	if a.service != nil {
 		a.service.Close()
+	}
+	if a.metrics != nil {
+		if err := a.metrics.Shutdown(ctx); err != nil {
+			a.logger.Warn("flushing metrics", "err", err)
+		}
 	}
 	if a.sink != nil {
 		if err := a.sink.Close(ctx); err != nil {

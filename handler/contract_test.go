@@ -305,14 +305,39 @@ func testMirrorFunctions(t *testing.T, app string) {
 		t.Fatalf("timer: %v %v\n%s", err, res.Err, out)
 	}
 	bodies = append(bodies, string(res.Body))
-	if len(res.Logs) < 2 || !strings.Contains(res.Logs[0], "timer drain: 1000 records") {
+	if len(res.Logs) != 1 || !strings.Contains(res.Logs[0], "timer drain: 1000 records") {
 		t.Fatalf("timer logs: %q", res.Logs)
+	}
+	// No line logged twice: what the handler wrote on stdout (out) is not
+	// also returned as Logs (the host logs those too).
+	for _, logged := range res.Logs {
+		if strings.Contains(out.String(), logged) {
+			t.Errorf("logged twice, on stdout and as Logs: %q", logged)
+		}
 	}
 	if len(res.Outputs) != 0 {
 		t.Errorf("timer outputs %v: MirrorTimer has no output binding", res.Outputs)
 	}
 	if got := w.emu.Stats().EventsStored; got != 1000 {
 		t.Fatalf("Event Hubs holds %d events, want 1000", got)
+	}
+	// The metrics, as Prometheus text, with the function key.
+	if code, _, _ := call(t, "GET", front.URL+"/api/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("metrics without a key: %d", code)
+	}
+	mresp, err := http.Get(front.URL + "/api/metrics?code=" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtext, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if mresp.StatusCode != http.StatusOK || !strings.HasPrefix(mresp.Header.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Errorf("metrics: %d %s", mresp.StatusCode, mresp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{"ehmirror_records_total 1000", `ehmirror_latency_seconds_count{trigger="timer"} 1000`, `ehmirror_lag{hub="prod.test1",partition="0",paused="false",topic="prod.test1"} 0`} {
+		if !strings.Contains(string(mtext), want) {
+			t.Errorf("metrics lack %q:\n%s", want, mtext)
+		}
 	}
 
 	// A catch-up answers 202 at once; its run reaches lag 0.
@@ -322,7 +347,7 @@ func testMirrorFunctions(t *testing.T, app string) {
 	if code != http.StatusAccepted || started["id"] == "" || !strings.Contains(fmt.Sprint(started["status_url"]), "/api/status?") {
 		t.Fatalf("catch-up: %d %s", code, raw)
 	}
-	statusURL := fmt.Sprint(started["status_url"])
+	statusURL := withKey(t, started, key)
 	deadline := time.Now().Add(30 * time.Second)
 	var run map[string]any
 	for {

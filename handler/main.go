@@ -56,8 +56,11 @@ func run() error {
 	}
 
 	a := newApp(os.Getenv, logger, redactor)
+	// Setting problems go to stderr, which the host logs at Error, as
+	// structured lines with time and level.
+	errLogger := slog.New(slog.NewTextHandler(redactor.Writer(os.Stderr), nil))
 	for _, p := range a.problems {
-		fmt.Fprintln(os.Stderr, redactor.Redact("setting problem: "+p.String()))
+		errLogger.Error("setting problem: "+p.String(), "setting", p.Setting)
 	}
 	srv := newServer(a)
 	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }
@@ -66,6 +69,7 @@ func run() error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start("") }()
 	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0)
+	go a.logReadiness(ctx)
 
 	select {
 	case err := <-errc:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -87,7 +88,7 @@ func testCatchUpLogs(t *testing.T, app string) {
 		t.Fatalf("catch-up: %d %s", code, raw)
 	}
 	id := fmt.Sprint(started["id"])
-	waitCaughtUp(t, fmt.Sprint(started["status_url"]))
+	waitCaughtUp(t, withKey(t, started, key))
 	var lines []string
 	for _, m := range drainLine.FindAllStringSubmatch(out.String(), -1) {
 		if m[3] == "catchup" && m[2] == `"catch-up `+id+`"` {
@@ -120,6 +121,17 @@ func testCatchUpLogs(t *testing.T, app string) {
 }
 
 // waitCaughtUp polls a catch-up's status URL until the run is caught up.
+// withKey returns the status_url of a started catch-up, which must not
+// hold the function key, and the same URL with key added.
+func withKey(t *testing.T, started map[string]any, key string) string {
+	t.Helper()
+	u := fmt.Sprint(started["status_url"])
+	if strings.Contains(u, key) {
+		t.Fatalf("status_url echoes the function key: %s", u)
+	}
+	return u + "&code=" + url.QueryEscape(key)
+}
+
 func waitCaughtUp(t *testing.T, statusURL string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -358,7 +370,7 @@ func testPauseResume(t *testing.T, app string) {
 	if code != http.StatusAccepted {
 		t.Fatalf("catch-up while paused: %d %s", code, raw)
 	}
-	waitCaughtUp(t, fmt.Sprint(started["status_url"]))
+	waitCaughtUp(t, withKey(t, started, key))
 	if got := w.emu.Stats().EventsStored; got != 160 {
 		t.Errorf("Event Hubs holds %d events after a catch-up, want 160 (prod.test1 paused)", got)
 	}

@@ -116,8 +116,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if !strings.Contains(dom, `id="ok" class="badge bad"`) || !strings.Contains(dom, "NOT MIRRORING") {
 		t.Errorf("the page does not show the problem state:\n%s", dom)
 	}
-	if !regexp.MustCompile(`<ul class="problems" id="problems"><li>event hub prod\.orders: hub missing: `).MatchString(dom) {
+	if !regexp.MustCompile(`<ul class="problems causes" id="problems"><li class="cause" data-kind="hub missing">hub missing on 1 event hub \(event hub "prod\.orders" does not exist`).MatchString(dom) {
 		t.Errorf("the missing hub is not listed among the problems")
+	}
+	// Problems come with what to do and a link; the page reloads itself;
+	// the backlog is said in records and time.
+	for _, want := range []string{"What to do: create the event hub", `README.md#settings">README</a>`, `<meta http-equiv="refresh" content="15">`, `<p id="backlog" class="backlog problem">`, `<div id="readiness" class="problem">readiness: kafka: 1 of 1 broker answer; event hubs: 5 of 6 hubs accept the credentials (prod.orders: hub missing: `, " records behind, the oldest from ", `<span id="behind-by">`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page lacks %q", want)
+		}
 	}
 	// Every partition's lag as in the JSON, and the total.
 	row := regexp.MustCompile(`(?s)<tr class="part[^"]*" data-tp="([^"]+)">.*?<td class="n committed">([^<]+)</td>.*?<td class="n end">(\d+)</td>\s*<td class="n lag">(\d+)</td>`)

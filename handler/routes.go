@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,7 +16,9 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/functions/ncrontab"
 	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/metrics"
 	"github.com/ehmirror/ehmirror/mirror"
 	"github.com/ehmirror/ehmirror/statuspage"
 )
@@ -55,6 +59,7 @@ func newServer(a *app) *echo.Echo {
 	e.POST("/Pause", a.pause)
 	e.POST("/Resume", a.resume)
 	e.POST("/Cutover", a.cutoverRoute)
+	e.POST("/Metrics", a.metricsText)
 	return e
 }
 
@@ -130,8 +135,9 @@ func (a *app) problemLines() []string {
 }
 
 // mirrorTimer runs one bounded drain. The invocation fails (500) only when
-// records could not be mirrored; the report is returned as Logs either way
-// and also logged, because the host drops Logs of a failed invocation.
+// records could not be mirrored. The service logs the report on stdout;
+// Logs carry its summary, or, for a failed invocation (whose Logs the host
+// drops), the whole report.
 func (a *app) mirrorTimer(c echo.Context) error {
 	var timer functions.Timer
 	inv, err := functions.DecodeInvocation(c.Request().Body, maxTimerInvocationBytes)
@@ -155,12 +161,14 @@ func (a *app) mirrorTimer(c echo.Context) error {
 	// The service logs the drain (its lines and the msg=drain line).
 	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
 	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
-	lines := rep.Lines()
-	status := http.StatusOK
+	// A successful invocation's Logs carry the summary only: the
+	// per-partition and error lines are already on stdout, which the host
+	// logs too; returning them as well logged each twice. A failed one
+	// carries the whole report, for its caller: the host drops those Logs.
 	if err != nil || rep.Failed() {
-		status = http.StatusInternalServerError
+		return a.respond(c, http.StatusInternalServerError, functions.NewResponse(rep.Lines()...))
 	}
-	return a.respond(c, status, functions.NewResponse(lines...))
+	return a.respond(c, http.StatusOK, functions.NewResponse(rep.Summary()))
 }
 
 // catchUpBody is the optional JSON body of POST /api/catchup.
@@ -238,7 +246,8 @@ func (a *app) catchUp(c echo.Context) error {
 	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, msg))
 }
 
-// statusURLFor returns the status URL of run id next to the catch-up URL.
+// statusURLFor returns the status URL of run id next to the catch-up URL,
+// without the function key.
 func statusURLFor(catchUpURL, id string) string {
 	u, err := url.Parse(catchUpURL)
 	if err != nil || u.Host == "" {
@@ -250,10 +259,9 @@ func statusURLFor(catchUpURL, id string) string {
 	} else {
 		path = "/"
 	}
+	// The function key is not echoed: a URL ends up in logs and
+	// dashboards; the caller adds its key as it did to start the run.
 	q := url.Values{"run": {id}}
-	if code := u.Query().Get("code"); code != "" {
-		q.Set("code", code)
-	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: path + "status", RawQuery: q.Encode()}).String()
 }
 
@@ -271,6 +279,17 @@ type statusBody struct {
 	Run      *mirror.CatchUpStatus  `json:"run,omitempty"`
 	CatchUps []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
 	Drains   []*mirror.Report       `json:"last_drains"`
+	// Backlog is the lag in records and time, with how long it takes at
+	// the recent rate; Throughput that rate; Running the drains running
+	// now in this instance, with their progress and failures; NextTick
+	// the schedule's next occurrence (MIRROR_SCHEDULE).
+	Backlog    *mirror.Backlog       `json:"backlog,omitempty"`
+	Throughput mirror.Throughput     `json:"throughput"`
+	Running    []mirror.RunningDrain `json:"running"`
+	NextTick   time.Time             `json:"next_tick,omitzero"`
+	// Readiness is whether each Kafka broker answers and each event hub
+	// accepts the app's credentials, checked with this request.
+	Readiness *mirror.Readiness `json:"readiness,omitempty"`
 	// Deduplication is the last drain's deduplication problem in one line
 	// (MIRROR_DEDUPLICATE), for example a missing Listen right.
 	Deduplication string `json:"deduplication,omitempty"`
@@ -294,6 +313,8 @@ func (a *app) status(c echo.Context) error {
 		body.Reason = a.problemLines()[0]
 		return a.respondStatus(c, req, http.StatusServiceUnavailable, body, a.problemLines()...)
 	}
+	readyCh := make(chan mirror.Readiness, 1)
+	go func() { readyCh <- a.readiness(c.Request().Context()) }()
 	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
 	if err != nil {
 		body.LagError = err.Error()
@@ -301,9 +322,24 @@ func (a *app) status(c echo.Context) error {
 	if auth := a.source.Auth(); auth.Mechanism != "" {
 		body.KafkaAuth = &auth
 	}
+	ready := <-readyCh
+	body.Readiness = &ready
 	body.Lag = lag
 	health := a.service.Health(lag)
+	a.certificateHealth(&health, body.Time)
+	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
+		addProblem(&health, *p)
+	}
 	body.Health = &health
+	body.Running = a.service.Mirror().Running()
+	body.Throughput = a.service.Mirror().Throughput()
+	if lag != nil {
+		b := mirror.NewBacklog(lag, body.Throughput)
+		body.Backlog = &b
+	}
+	if sched, err := ncrontab.Parse(a.settings.Schedule); err == nil {
+		body.NextTick = sched.Next(body.Time.UTC())
+	}
 	if st, ok := a.service.ActiveCatchUp(); ok {
 		body.CatchUp = &st
 	}
@@ -323,6 +359,9 @@ func (a *app) status(c echo.Context) error {
 	switch {
 	case err != nil:
 		body.Reason = "cannot read the group's lag: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+		if !ready.OK {
+			body.Reason += "; " + ready.Summary
+		}
 	case !health.OK:
 		body.Reason = health.Reason
 	}
@@ -351,12 +390,11 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 		return a.respondHTTP(c, status, body, logs...)
 	}
 	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
-		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config}
+		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config,
+		Backlog: body.Backlog, Throughput: &body.Throughput, Running: body.Running, NextTick: body.NextTick, Readiness: body.Readiness}
 	p.Problems = a.problemLines()
 	if body.Health != nil {
-		for _, pr := range body.Health.Problems {
-			p.Problems = append(p.Problems, pr.String())
-		}
+		p.Causes = body.Health.Causes
 	}
 	var html strings.Builder
 	if err := statuspage.Render(&html, p); err != nil {
@@ -375,7 +413,7 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 func lastDeduplication(reports []*mirror.Report) string {
 	var last *mirror.Report
 	for _, r := range reports {
-		if r != nil && r.Stopped != mirror.StopNothingToDo && (last == nil || r.Started.After(last.Started)) {
+		if r != nil && r.Stopped != mirror.StopNothingToDo && r.Stopped != mirror.StopBusy && (last == nil || r.Started.After(last.Started)) {
 			last = r
 		}
 	}
@@ -383,4 +421,80 @@ func lastDeduplication(reports []*mirror.Report) string {
 		return ""
 	}
 	return last.Deduplication
+}
+
+// certificateHealth adds the Kafka client certificate's expiry, or its
+// approach (KAFKA_TLS_CERT_WARN_DAYS), to the health as a problem: open
+// connections keep working with an expired certificate, so the drains do
+// not show it until the next handshake.
+func (a *app) certificateHealth(h *mirror.Health, now time.Time) {
+	c := a.settings.KafkaClientCert
+	if c == nil {
+		return
+	}
+	warn := time.Duration(a.settings.CertWarnDays) * 24 * time.Hour
+	msg := c.ExpiryProblem(now, warn)
+	if msg == "" {
+		return
+	}
+	since := c.Leaf().NotAfter.Add(-warn)
+	if now.After(c.Leaf().NotAfter) {
+		since = c.Leaf().NotAfter
+	}
+	addProblem(h, mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"})
+}
+
+// addProblem adds a problem the status found itself to the health.
+func addProblem(h *mirror.Health, p mirror.Problem) {
+	h.Problems = append(h.Problems, p)
+	h.Causes = mirror.Causes(h.Problems)
+	if h.OK {
+		h.OK, h.Reason = false, p.String()
+	} else {
+		h.Reason += " (and 1 more problem)"
+	}
+}
+
+// readinessTimeout bounds a readiness check (a broker's dial, TLS and SASL
+// handshakes, and its answer, are bounded by the Kafka dial timeout).
+const readinessTimeout = 8 * time.Second
+
+// readiness checks that each Kafka broker answers and that every hub
+// accepts the app's credentials.
+func (a *app) readiness(ctx context.Context) mirror.Readiness {
+	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
+	defer cancel()
+	return a.service.Mirror().Readiness(ctx)
+}
+
+// logReadiness checks readiness once at start and logs it as one line,
+// msg=readiness, at ERROR when something does not answer or refuses the
+// app.
+func (a *app) logReadiness(ctx context.Context) {
+	if len(a.problems) > 0 || a.service == nil {
+		return
+	}
+	r := a.readiness(ctx)
+	level := slog.LevelInfo
+	if !r.OK {
+		level = slog.LevelError
+	}
+	a.logger.Log(ctx, level, "readiness", "ok", r.OK, "summary", r.Summary)
+}
+
+// metricsText answers GET /api/metrics with the metrics in the Prometheus
+// text format.
+func (a *app) metricsText(c echo.Context) error {
+	if _, ok, err := a.httpRequest(c); !ok {
+		return err
+	}
+	if a.metrics == nil {
+		return a.respondHTTP(c, http.StatusServiceUnavailable, map[string]any{"error": "invalid settings", "problems": a.problems}, a.problemLines()...)
+	}
+	var text strings.Builder
+	if err := a.metrics.WritePrometheus(&text); err != nil {
+		return a.respondHTTP(c, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+	}
+	out := functions.HTTPOutput{StatusCode: http.StatusOK, Body: text.String(), Headers: map[string]string{"Content-Type": metrics.PrometheusContentType}}
+	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out))
 }

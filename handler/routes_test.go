@@ -46,7 +46,7 @@ func TestParseCatchUpBody(t *testing.T) {
 
 func TestStatusURLFor(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://localhost:7071/api/catchup?code=abc": "http://localhost:7071/api/status?code=abc&run=r1",
+		"http://localhost:7071/api/catchup?code=abc": "http://localhost:7071/api/status?run=r1", // never the key
 		"https://app.azurewebsites.net/api/catchup":  "https://app.azurewebsites.net/api/status?run=r1",
 		"": "/api/status?run=r1",
 	} {

@@ -60,6 +60,9 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	hubs, names := m.resolveHubs(workCtx, topics, rep)
 	if len(names) == 0 && len(rep.Paused) == 0 {
 		rep.Stopped = StopNothingToDo
+		if len(rep.HubErrors) > 0 {
+			rep.Stopped = StopFailed // every topic's hub failed
+		}
 		return rep, nil
 	}
 
@@ -102,6 +105,10 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	if len(got) == 0 {
 		rep.Stopped = StopNothingToDo
+		if len(busy) > 0 {
+			rep.Stopped = StopBusy
+			m.busyLag(workCtx, rep)
+		}
 		return rep, nil
 	}
 
@@ -120,6 +127,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		ids:       make(map[string]string, len(topics)),
 		topics:    topics,
 		released:  make(map[TopicPartition]bool),
+		live:      newLiveDrain(),
 	}
 	for _, t := range topics {
 		d.ids[t.Name] = t.ID
@@ -128,6 +136,8 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		rep.Stopped = StopFailed
 		return rep, err
 	}
+	m.live.start(d, deadline)
+	defer m.live.end(d)
 	d.run(ctx, workCtx, margin)
 	return rep, nil
 }
@@ -205,6 +215,11 @@ type drain struct {
 
 	// dd is the deduplication state; nil when Options.Deduplicate is off.
 	dd *dedup
+	// live follows the sends and fetches that keep failing (status).
+	live *liveDrain
+	// latency is Event Hubs' acknowledgement time minus the Kafka
+	// timestamp of each record mirrored.
+	latency latencyHistogram
 
 	stopOnce  sync.Once
 	stopped   string
@@ -246,7 +261,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		cancelRead()
 	}()
 
-	sendCtx, cancelSend := sendContext(ctx, workCtx, margin)
+	senderWork, sendCtx, cancelSend := d.senderContexts(ctx, workCtx, margin)
 	defer cancelSend()
 	var senders sync.WaitGroup
 	for _, ss := range d.senders {
@@ -254,7 +269,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 			senders.Add(1)
 			go func() {
 				defer senders.Done()
-				s.run(workCtx, sendCtx)
+				s.run(senderWork, sendCtx)
 			}()
 		}
 	}
@@ -364,6 +379,10 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 				}
 				continue
 			}
+			if d.followStopping() {
+				return // the follow window's end cut the long poll: not a failure
+			}
+			d.live.failed(Outage{Kind: KindKafka, Topic: ps.tp.Topic, Partition: ps.tp.Partition}, err)
 			d.logger.WarnContext(ctx, "kafka fetch failed; retrying", "topic", ps.tp.Topic, "partition", ps.tp.Partition, "offset", offset, "err", err)
 			if !sleep(ctx, backoff) {
 				return
@@ -372,6 +391,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 			continue
 		}
 		backoff = d.m.opts.RetryBackoff
+		d.live.succeeded(Outage{Topic: ps.tp.Topic, Partition: ps.tp.Partition})
 		end = f.Watermarks.End
 		ps.setEnd(end)
 		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
@@ -431,7 +451,7 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 	if err := d.inflight.Acquire(ctx, weight); err != nil {
 		return false
 	}
-	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev}
+	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev, ts: r.Time}
 	ps.add(r)
 	select {
 	case s.in <- it:
@@ -455,6 +475,8 @@ func (d *drain) report(ctx context.Context) {
 	}
 	d.rep.Stopped = d.stopped
 	d.rep.Throttled, d.rep.ThrottledWait = d.throttled.Load(), time.Duration(d.throttledWait.Load())
+	d.rep.Outages = d.live.outages(time.Now())
+	d.rep.Latency = d.latency.summary()
 	caughtUp := true
 	for _, ps := range d.order {
 		ps.mu.Lock()
@@ -510,6 +532,7 @@ func (d *drain) report(ctx context.Context) {
 		}
 	}
 	d.dedupReport()
+	d.m.busyLag(ctx, d.rep)
 	sortReports(d.rep.Partitions)
 }
 

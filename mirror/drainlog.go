@@ -11,12 +11,17 @@ import (
 const DrainLogMessage = "drain"
 
 // LogReport logs a drain the same way for every trigger (timer or catch-up):
-// one line per drain error and per partition with work or errors, then the
+// one line per drain error and per partition with work or errors (with
+// the attributes topic, partition and hub), then the
 // structured line msg=drain with the keys run, trigger (timer|catchup),
 // records, bytes, lag (after the drain; -1 unknown), partitions, errors,
 // gaps (partitions with records lost to retention), oversized (records
 // skipped plus partitions stopped at an oversized record), duration_ms,
-// budget_ms, stopped and throttled (sends refused with server-busy). The structured line is at level ERROR when records
+// budget_ms, stopped, throttled (sends refused with server-busy),
+// backlog_age_ms (the age of the oldest record left unmirrored; 0 when none
+// or unknown) and latency_p50_ms, latency_p99_ms (Event Hubs'
+// acknowledgement minus the Kafka timestamp of the records mirrored; -1
+// without records). The structured line is at level ERROR when records
 // could not be mirrored, else INFO. startFailed says the drain could not
 // start (its lag is then unknown).
 func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger string, budget time.Duration, startFailed bool) {
@@ -36,13 +41,20 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 			if p.Error != "" {
 				level = slog.LevelWarn
 			}
-			logger.Log(ctx, level, p.String(), "run", rep.Run, "trigger", trigger)
+			logger.Log(ctx, level, p.String(), "run", rep.Run, "trigger", trigger, "topic", p.Topic, "partition", p.Partition, "hub", p.Hub)
 		}
 	}
-	lag := rep.LagAfter
-	if startFailed || len(rep.HubErrors) > 0 || hasPrefixed(rep.Errors, "reading watermarks") {
-		lag = -1
+	for _, o := range rep.Outages {
+		attrs := []any{"run", rep.Run, "trigger", trigger, "kind", o.Kind}
+		if o.Hub != "" {
+			attrs = append(attrs, "hub", o.Hub, "hub_partition", o.HubPartition)
+		} else {
+			attrs = append(attrs, "topic", o.Topic, "partition", o.Partition)
+		}
+		logger.WarnContext(ctx, "drain outage: "+o.describe(rep.Started.Add(rep.Duration)), attrs...)
 	}
+	rep.markLagUnknown(startFailed)
+	lag := rep.LagAfter
 	level := slog.LevelInfo
 	if rep.Failed() {
 		level = slog.LevelError
@@ -61,6 +73,9 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 		"budget_ms", budget.Milliseconds(),
 		"stopped", rep.Stopped,
 		"throttled", rep.Throttled,
+		"backlog_age_ms", rep.BehindBy.Milliseconds(),
+		"latency_p50_ms", latencyMillis(rep.Latency, false),
+		"latency_p99_ms", latencyMillis(rep.Latency, true),
 	)
 }
 
@@ -71,4 +86,15 @@ func hasPrefixed(lines []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// latencyMillis is the p50 (or p99) of l in milliseconds, -1 for nil.
+func latencyMillis(l *Latency, p99 bool) int64 {
+	switch {
+	case l == nil:
+		return -1
+	case p99:
+		return l.P99.Milliseconds()
+	}
+	return l.P50.Milliseconds()
 }

@@ -15,6 +15,40 @@ const StopFollowed = "followed"
 // much added latency.
 const FollowLinger = 5 * time.Millisecond
 
+// followStopGrace: a fetch that fails this close to the end of the follow
+// window (or after it) was cut by the window's end; it is not a failure.
+const followStopGrace = time.Second
+
+// followSendMargin is the margin (see sendContext) of a following drain's
+// senders: past the end of the follow window, sends already on the wire
+// get three quarters of it, whatever they are doing (retrying an
+// unreachable Event Hubs), so that the next tick starts on time.
+const followSendMargin = 300 * time.Millisecond
+
+// followStopping reports whether a following drain's window is (about to
+// be) over.
+func (d *drain) followStopping() bool {
+	return d.following() && time.Until(d.lim.FollowUntil) < followStopGrace
+}
+
+// senderContexts returns the senders' contexts (see sender.run): those of
+// the drain, except that a following drain's senders start no batch after
+// its window's end and give up sends on the wire shortly after it. What is
+// left unsent is not acknowledged, so it stays uncommitted for the next
+// drain.
+func (d *drain) senderContexts(ctx, workCtx context.Context, margin time.Duration) (work, send context.Context, cancel context.CancelFunc) {
+	if !d.following() {
+		send, cancel = sendContext(ctx, workCtx, margin)
+		return workCtx, send, cancel
+	}
+	work, cancelWork := context.WithDeadline(workCtx, d.lim.FollowUntil)
+	send, cancelSend := sendContext(ctx, work, min(margin, followSendMargin))
+	return work, send, func() {
+		cancelSend()
+		cancelWork()
+	}
+}
+
 // following reports whether the drain follows its partitions once caught
 // up.
 func (d *drain) following() bool { return !d.lim.FollowUntil.IsZero() }

@@ -37,6 +37,8 @@ func (p Problem) String() string {
 		return fmt.Sprintf("%s/%d -> %s: %s: %s", p.Topic, p.Partition, p.Hub, p.Kind, p.Message)
 	case p.Hub != "":
 		return fmt.Sprintf("event hub %s: %s: %s", p.Hub, p.Kind, p.Message)
+	case p.Kind == KindCertificate:
+		return fmt.Sprintf("%s: %s", p.Kind, p.Message)
 	}
 	return fmt.Sprintf("drain: %s: %s", p.Kind, p.Message)
 }
@@ -50,6 +52,8 @@ type Health struct {
 	// Reason is the first problem in one line, "" when OK.
 	Reason   string    `json:"reason,omitempty"`
 	Problems []Problem `json:"problems"`
+	// Causes are the problems grouped by kind, each with its remedy.
+	Causes []Cause `json:"causes"`
 	// Drains is how many drains the health is built from.
 	Drains int `json:"drains"`
 }
@@ -68,10 +72,13 @@ type healthTracker struct {
 	drain      *Problem // last drain-level problem
 	hubs       map[string]*Problem
 	partitions map[TopicPartition]*partitionHealth
+	// outages are the failures still going on when the last drain with
+	// partitions ended, by place.
+	outages map[string]*Problem
 }
 
 func newHealthTracker() *healthTracker {
-	return &healthTracker{hubs: map[string]*Problem{}, partitions: map[TopicPartition]*partitionHealth{}}
+	return &healthTracker{hubs: map[string]*Problem{}, partitions: map[TopicPartition]*partitionHealth{}, outages: map[string]*Problem{}}
 }
 
 // keepSince returns p with Since carried over from prev when the problem
@@ -109,6 +116,18 @@ func (h *healthTracker) observe(rep *Report) {
 		h.drain = keepSince(h.drain, Problem{Kind: kind, Partition: -1, Message: strings.Join(drainErrs, "; "), Since: now, Run: rep.Run})
 	} else if rep.Stopped != StopFailed || len(rep.Partitions) > 0 {
 		h.drain = nil
+	}
+
+	// Outages still going on when the drain ended stay problems until a
+	// drain with partitions ends without them.
+	if hasWork(rep) {
+		prev := h.outages
+		h.outages = map[string]*Problem{}
+		for _, o := range rep.Outages {
+			if o.Ongoing() {
+				h.outages[o.key()] = keepSince(prev[o.key()], outageProblem(o, rep.Run, now))
+			}
+		}
 	}
 
 	// Hubs: a hub error sets the problem, a partition of the hub mirrored
@@ -160,6 +179,39 @@ func (h *healthTracker) observe(rep *Report) {
 	}
 }
 
+// hasWork reports whether a drain worked on partitions (it did not only
+// find them busy).
+func hasWork(rep *Report) bool {
+	return slices.ContainsFunc(rep.Partitions, func(p PartitionReport) bool { return !p.Busy })
+}
+
+// outageProblem is an ongoing outage as a problem as of now.
+func outageProblem(o Outage, run string, now time.Time) Problem {
+	p := Problem{Kind: o.Kind, Hub: o.Hub, Topic: o.Topic, Partition: -1, Message: o.describe(now), Since: o.Since, Run: run}
+	if o.Hub == "" {
+		p.Partition = o.Partition
+	}
+	if p.Kind == "" {
+		p.Kind = KindError
+	}
+	return p
+}
+
+// kafkaAnswered clears the problems that only said Kafka could not be
+// reached: Kafka has just answered (the status read the group's lag).
+func (h *healthTracker) kafkaAnswered() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.drain != nil && h.drain.Kind == KindKafka {
+		h.drain = nil
+	}
+	for k, p := range h.outages {
+		if p.Kind == KindKafka {
+			delete(h.outages, k)
+		}
+	}
+}
+
 // forget drops partitions and hubs no longer mirrored.
 func (h *healthTracker) forget(keep func(TopicPartition) bool, hubs map[string]bool) {
 	h.mu.Lock()
@@ -178,13 +230,38 @@ func (h *healthTracker) forget(keep func(TopicPartition) bool, hubs map[string]b
 
 // snapshot returns the health: every known problem, drain first, then hubs,
 // then partitions, each sorted.
-func (h *healthTracker) snapshot() Health {
+//
+// running are the drains running now: their sends and fetches failing for
+// LiveFailureAfter or longer are problems at once, before the drains end.
+func (h *healthTracker) snapshot(running []RunningDrain) Health {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := Health{Problems: []Problem{}, Drains: h.drains}
 	if h.drain != nil {
 		out.Problems = append(out.Problems, *h.drain)
 	}
+	now := time.Now()
+	live := map[string]Problem{}
+	for _, rd := range running {
+		for _, o := range rd.Outages {
+			if o.Ongoing() {
+				live[o.key()] = outageProblem(o, rd.Run, now)
+			}
+		}
+	}
+	for k, p := range h.outages {
+		if _, ok := live[k]; !ok {
+			live[k] = *p
+		}
+	}
+	var outages []Problem
+	for _, p := range live {
+		outages = append(outages, p)
+	}
+	slices.SortFunc(outages, func(a, b Problem) int {
+		return strings.Compare(a.Hub+"\x00"+a.Topic+fmt.Sprint(a.Partition)+a.Message, b.Hub+"\x00"+b.Topic+fmt.Sprint(b.Partition)+b.Message)
+	})
+	out.Problems = append(out.Problems, outages...)
 	var hubs []Problem
 	for _, p := range h.hubs {
 		hubs = append(hubs, *p)
@@ -205,6 +282,7 @@ func (h *healthTracker) snapshot() Health {
 	})
 	out.Problems = append(out.Problems, parts...)
 	out.OK = len(out.Problems) == 0
+	out.Causes = Causes(out.Problems)
 	if !out.OK {
 		// The reason names the first problem of a known kind: a generic
 		// error (often a send that ran out of time while the SDK retried

@@ -17,21 +17,21 @@ func TestHealthLastOutcome(t *testing.T) {
 		h.observe(&Report{Run: "timer", Started: time.Now(), Stopped: StopCaughtUp, Partitions: ps})
 	}
 	drain(part(10, 0, 10))
-	if s := h.snapshot(); !s.OK {
+	if s := h.snapshot(nil); !s.OK {
 		t.Fatalf("healthy drain: %+v", s)
 	}
 	// Lag that does not move for StallDrains drains is a problem.
 	for range StallDrains {
-		if s := h.snapshot(); !s.OK {
+		if s := h.snapshot(nil); !s.OK {
 			t.Fatalf("stalled too early: %+v", s)
 		}
 		drain(part(10, 5, 0))
 	}
-	if s := h.snapshot(); s.OK || s.Problems[0].Kind != KindStalled || !strings.Contains(s.Reason, "t/0 -> h: stalled") {
+	if s := h.snapshot(nil); s.OK || s.Problems[0].Kind != KindStalled || !strings.Contains(s.Reason, "t/0 -> h: stalled") {
 		t.Fatalf("stall not reported: %+v", s)
 	}
 	drain(part(15, 0, 5))
-	if s := h.snapshot(); !s.OK {
+	if s := h.snapshot(nil); !s.OK {
 		t.Fatalf("progress did not clear the stall: %+v", s)
 	}
 	// A gap, an oversized skip and a throttled partition are reported.
@@ -40,7 +40,7 @@ func TestHealthLastOutcome(t *testing.T) {
 	over := PartitionReport{Topic: "t", Partition: 1, Hub: "h", SkippedOffsets: []int64{7}}
 	thr := PartitionReport{Topic: "u", Partition: 0, Hub: "h2", Error: "gave up", Kind: KindThrottled, LagAfter: 4}
 	drain(gap, over, thr)
-	s := h.snapshot()
+	s := h.snapshot(nil)
 	kinds := []string{}
 	for _, p := range s.Problems {
 		kinds = append(kinds, p.Kind)
@@ -51,13 +51,13 @@ func TestHealthLastOutcome(t *testing.T) {
 	// A generic error does not hide a problem of a known kind in the reason.
 	generic := PartitionReport{Topic: "a", Partition: 0, Hub: "h0", Error: "context deadline exceeded", Kind: KindError, LagAfter: 1}
 	drain(generic, thr)
-	if s := h.snapshot(); s.Problems[0].Kind != KindError || strings.Contains(s.Reason, "context deadline exceeded") {
+	if s := h.snapshot(nil); s.Problems[0].Kind != KindError || strings.Contains(s.Reason, "context deadline exceeded") {
 		t.Fatalf("reason %q names the generic error, want the throttled partition", s.Reason)
 	}
 	// A hub error stays until a partition of that hub is mirrored again.
 	h.observe(&Report{Run: "timer", Stopped: StopNothingToDo, Errors: []string{`topic "x" -> event hub "hx": nope`},
 		HubErrors: []HubError{{Topic: "x", Hub: "hx", Kind: KindHubMissing, Error: "nope"}}})
-	if s := h.snapshot(); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
+	if s := h.snapshot(nil); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
 		t.Fatalf("hub problem: %+v", s)
 	}
 }
@@ -75,5 +75,65 @@ func TestPartitionKind(t *testing.T) {
 	ps.changedLog = true
 	if k := partitionKind(ps); k != KindRecreated {
 		t.Errorf("recreated: %q", k)
+	}
+}
+
+// A problem that only said Kafka could not be reached clears as soon as
+// Kafka answers (the status read the lag), not at the next drain.
+func TestKafkaProblemClearsWhenKafkaAnswers(t *testing.T) {
+	h := newHealthTracker()
+	h.observe(&Report{Run: "timer", Started: time.Now(), Stopped: StopFailed, Errors: []string{"listing Kafka topics: dial tcp 127.0.0.1:9092: connect: connection refused"}})
+	if s := h.snapshot(nil); s.OK || s.Problems[0].Kind != KindKafka {
+		t.Fatalf("Kafka down: %+v", s)
+	}
+	h.kafkaAnswered()
+	if s := h.snapshot(nil); !s.OK {
+		t.Fatalf("still not OK after Kafka answered: %+v", s)
+	}
+}
+
+// A running drain's failure is a problem once it lasted LiveFailureAfter,
+// and one still going on when a drain ended stays a problem until a later
+// drain with partitions ends without it.
+func TestOutagesAreProblems(t *testing.T) {
+	h := newHealthTracker()
+	now := time.Now()
+	old := Outage{Kind: KindError, Hub: "h", HubPartition: "0", Since: now.Add(-2 * LiveFailureAfter), Last: now, Attempts: 20, Error: "refused"}
+	s := h.snapshot([]RunningDrain{{Run: "timer", Outages: []Outage{old}}})
+	if s.OK || !strings.Contains(s.Reason, "sends to event hub h partition 0 failing for") {
+		t.Fatalf("ongoing outage: %+v", s)
+	}
+	part := PartitionReport{Topic: "t", Partition: 0, Hub: "h", LagAfter: 3}
+	h.observe(&Report{Run: "timer", Started: now, Stopped: StopFollowed, Outages: []Outage{old}, Partitions: []PartitionReport{part}})
+	if s := h.snapshot(nil); s.OK {
+		t.Fatal("an outage still going on at the drain's end is not a problem")
+	}
+	ended := old
+	ended.Until = now
+	h.observe(&Report{Run: "timer", Started: now, Stopped: StopCaughtUp, Outages: []Outage{ended}, Partitions: []PartitionReport{part}})
+	if s := h.snapshot(nil); !s.OK {
+		t.Fatalf("an outage that ended is still a problem: %+v", s)
+	}
+}
+
+// A catch-up whose last drain could not reach Kafka does not keep that
+// error once Kafka answers (a drain after a broker restart may run for its
+// whole budget before it reports).
+func TestCatchUpKafkaErrorClearsWhenKafkaAnswers(t *testing.T) {
+	s := &Service{mirror: &Mirror{live: newLiveTracker()}, health: newHealthTracker()}
+	kafka := &catchUp{status: CatchUpStatus{ID: "a", LastError: "reading pauses: OffsetFetch: unexpected EOF", LastErrorAt: time.Now()}, kafkaError: true}
+	hub := &catchUp{status: CatchUpStatus{ID: "b", LastError: "unauthorized"}}
+	s.runs = []*catchUp{kafka, hub}
+	s.active = kafka
+	s.Health(nil) // Kafka did not answer
+	if st, _ := s.CatchUp("a"); st.LastError == "" {
+		t.Fatal("cleared without Kafka answering")
+	}
+	s.Health(&LagReport{})
+	if st, _ := s.ActiveCatchUp(); st.LastError != "" || !st.LastErrorAt.IsZero() {
+		t.Errorf("the Kafka error stayed after Kafka answered: %+v", st)
+	}
+	if st, _ := s.CatchUp("b"); st.LastError != "unauthorized" {
+		t.Errorf("an error that is not Kafka's was cleared: %+v", st)
 	}
 }

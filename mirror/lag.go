@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,11 @@ type PartitionLag struct {
 	// the mirror has still to read (MIRROR_GAP_POLICY=resume-earliest) or
 	// cannot read (fail).
 	BeyondEnd bool `json:"beyond_end,omitempty"`
+	// Oldest is the Kafka timestamp of the oldest record not yet mirrored
+	// (the record at the committed offset), zero without lag or when it
+	// could not be read; BehindBy is its age, as of the report's time.
+	Oldest   time.Time     `json:"oldest_unmirrored,omitzero"`
+	BehindBy time.Duration `json:"behind_by_ns,omitempty"`
 }
 
 // LagReport is the group's lag over every mirrored partition.
@@ -38,6 +44,9 @@ type LagReport struct {
 	Partitions []PartitionLag `json:"partitions"`
 	// Paused are the paused topics with who paused them, when and why.
 	Paused []Pause `json:"paused"`
+	// BehindBy is the age of the oldest record not yet mirrored over the
+	// partitions of topics that are not paused (see PartitionLag.Oldest).
+	BehindBy time.Duration `json:"behind_by_ns"`
 }
 
 // Lag reports, for every partition of the mirrored topics (narrowed by
@@ -110,7 +119,63 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 		rep.Total += pl.Lag
 		rep.Partitions = append(rep.Partitions, pl)
 	}
+	from := map[TopicPartition]int64{}
+	for _, pl := range rep.Partitions {
+		if pl.Lag > 0 && !pl.BeyondEnd {
+			from[TopicPartition{Topic: pl.Topic, Partition: pl.Partition}] = max(pl.Committed, pl.Start)
+		}
+	}
+	oldest := m.oldestUnmirrored(ctx, from)
+	for i := range rep.Partitions {
+		pl := &rep.Partitions[i]
+		if t, ok := oldest[TopicPartition{Topic: pl.Topic, Partition: pl.Partition}]; ok {
+			pl.Oldest, pl.BehindBy = t, max(rep.Time.Sub(t), 0)
+			if !pl.Paused {
+				rep.BehindBy = max(rep.BehindBy, pl.BehindBy)
+			}
+		}
+	}
 	return rep, nil
+}
+
+// backlogFetchTimeout bounds the reads of the oldest unmirrored records.
+const backlogFetchTimeout = 3 * time.Second
+
+// oldestUnmirrored reads, for each partition, the timestamp of the record
+// at its offset in from (the first record not yet mirrored). Partitions
+// whose record cannot be read in time are left out: their age is unknown.
+func (m *Mirror) oldestUnmirrored(ctx context.Context, from map[TopicPartition]int64) map[TopicPartition]time.Time {
+	out := make(map[TopicPartition]time.Time, len(from))
+	if len(from) == 0 {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, backlogFetchTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, 8)
+	for tp, offset := range from {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			f, err := m.source.Fetch(ctx, tp, offset, 1)
+			if err != nil {
+				return
+			}
+			for _, r := range f.Records {
+				if r.Offset >= offset && !r.Time.IsZero() {
+					mu.Lock()
+					out[tp] = r.Time
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // Unpaused is the total lag of the partitions of topics that are not

@@ -37,6 +37,8 @@ type Mirror struct {
 	// readBacks keep the progress of read-backs that ran out of time
 	// (deduplication), so the next drain goes on from there.
 	readBacks map[readBackKey]*readBackKept
+	// live follows the running drains and the throughput (status).
+	live *liveTracker
 }
 
 // New returns a Mirror reading from source and publishing to sink.
@@ -55,6 +57,7 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 		releasedAt: make(map[TopicPartition]uint64),
 		listen:     make(map[string]listenCheck),
 		readBacks:  make(map[readBackKey]*readBackKept),
+		live:       newLiveTracker(),
 	}, nil
 }
 

@@ -17,7 +17,15 @@ const (
 	StopCanceled    = "canceled"
 	StopFailed      = "failed"
 	StopNothingToDo = "no partitions"
+	// StopBusy: every partition the drain was given was held by another
+	// drain of this process (a catch-up, or the previous tick still
+	// following); it could do nothing.
+	StopBusy = "busy"
 )
+
+// LagUnknown is Report.LagAfter (and the drain line's lag) when the lag
+// after the drain could not be measured.
+const LagUnknown = -1
 
 // Report is what one drain did.
 type Report struct {
@@ -35,7 +43,10 @@ type Report struct {
 	Bytes   int64 `json:"bytes"`
 	// Skipped counts oversized records left out under the skip policy.
 	Skipped int64 `json:"skipped"`
-	// LagAfter is the sum of the partitions' lag after the drain.
+	// LagAfter is the sum of the partitions' lag after the drain,
+	// LagUnknown (-1) when it could not be measured: the drain could not
+	// start, a topic was left out because its hub failed, or the
+	// watermarks could not be read.
 	LagAfter int64 `json:"lag_after"`
 	// Throttled counts the sends Event Hubs refused with server-busy (the
 	// namespace's throughput units were exhausted; each was retried), and
@@ -55,6 +66,17 @@ type Report struct {
 	// HubErrors are the topics left out because their event hub could not
 	// be used, with the kind of failure; each is also in Errors.
 	HubErrors []HubError `json:"hub_errors,omitempty"`
+	// Latency is the end-to-end latency of the records mirrored: when
+	// Event Hubs acknowledged each minus its Kafka timestamp; nil without
+	// records.
+	Latency *Latency `json:"latency,omitempty"`
+	// BehindBy is the age of the oldest record the drain left unmirrored
+	// on its partitions (0 when it left none or the age is unknown).
+	BehindBy time.Duration `json:"behind_by_ns"`
+	// Outages are the sends or fetches that kept failing for
+	// LiveFailureAfter or longer during the drain, ended or not: records
+	// were late or not mirrored, so the drain failed.
+	Outages []Outage `json:"outages,omitempty"`
 	// Deduplication is a one-line problem of deduplication
 	// (MIRROR_DEDUPLICATE), "" when there is none or it is off.
 	Deduplication string            `json:"deduplication,omitempty"`
@@ -113,6 +135,8 @@ const (
 	KindRecreated    = "recreated"
 	KindStalled      = "stalled"
 	KindKafka        = "kafka"
+	KindCertificate  = "certificate"
+	KindBehind       = "behind"
 	KindError        = "error"
 )
 
@@ -148,7 +172,7 @@ func partitionKind(ps *partitionState) string {
 // topic error, or a drain-level error. Skipped records and busy partitions
 // are not failures.
 func (r *Report) Failed() bool {
-	if len(r.Errors) > 0 {
+	if len(r.Errors) > 0 || len(r.Outages) > 0 {
 		return true
 	}
 	for _, p := range r.Partitions {
@@ -161,7 +185,16 @@ func (r *Report) Failed() bool {
 
 // CaughtUp reports whether the drain left no lag on the partitions it owned.
 func (r *Report) CaughtUp() bool {
-	return r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo || r.Stopped == StopFollowed
+	return r.LagAfter == 0 && (r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo || r.Stopped == StopFollowed)
+}
+
+// markLagUnknown sets LagAfter to LagUnknown when the drain could not
+// measure it: startFailed (the drain could not start), a topic left out
+// because its hub failed, or the watermarks unread.
+func (r *Report) markLagUnknown(startFailed bool) {
+	if startFailed || len(r.HubErrors) > 0 || hasPrefixed(r.Errors, "reading watermarks") {
+		r.LagAfter = LagUnknown
+	}
 }
 
 // Summary is the report in one line.
@@ -190,7 +223,7 @@ func (r *Report) Summary() string {
 }
 
 func (r *Report) errorCount() int {
-	n := len(r.Errors)
+	n := len(r.Errors) + len(r.Outages)
 	for _, p := range r.Partitions {
 		if p.Error != "" {
 			n++
@@ -205,6 +238,9 @@ func (r *Report) Lines() []string {
 	lines := []string{r.Summary()}
 	for _, e := range r.Errors {
 		lines = append(lines, "error: "+e)
+	}
+	for _, o := range r.Outages {
+		lines = append(lines, "outage: "+o.describe(r.Started.Add(r.Duration)))
 	}
 	if r.Deduplication != "" {
 		lines = append(lines, "deduplication: "+r.Deduplication)

@@ -23,6 +23,8 @@ type item struct {
 	size   int   // value bytes, for the report
 	weight int64 // charged to the in-flight bound
 	event  Event
+	// ts is the record's Kafka timestamp (end-to-end latency).
+	ts time.Time
 }
 
 // sender publishes the events of one event hub partition, one batch at a
@@ -212,8 +214,10 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 	}
 	s.d.acked.Add(1)
 	var weight int64
+	now := time.Now()
 	for _, it := range items {
 		it.ps.ack(it.offset, it.size)
+		s.d.latency.observe(now.Sub(it.ts))
 		weight += it.weight
 	}
 	s.d.inflight.Release(weight)
@@ -262,9 +266,11 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		}
 		return fmt.Errorf("%s: gave up at the drain's deadline after %d attempts: %w", what, attempt, err)
 	}
+	where := Outage{Hub: s.hub, HubPartition: s.partitionID}
 	for attempt := 1; ; attempt++ {
 		err := op()
 		if err == nil {
+			s.d.live.succeeded(where)
 			return nil
 		}
 		var final finalError
@@ -279,6 +285,12 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 			return giveUp(attempt, err)
 		}
 		pause := backoff
+		if !busy {
+			// Throttling at the namespace's quota is progress at the
+			// quota, not an outage (the report counts it).
+			where.Kind = errorKind(err)
+			s.d.live.failed(where, err)
+		}
 		switch {
 		case busy && s.throttleLogged:
 			// At the namespace's quota every sender is refused often:

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -30,6 +31,9 @@ type Service struct {
 	reports []*Report
 	active  *catchUp
 	runs    []*catchUp // most recent last
+
+	// observers get each drain's report (Observe); under mu.
+	observers []func(*Report)
 }
 
 // NewService returns a service whose drains use limits (a catch-up uses the
@@ -51,8 +55,24 @@ func (s *Service) Health(lag *LagReport) Health {
 			hubs[p.Hub] = true
 		}
 		s.health.forget(func(tp TopicPartition) bool { return tps[tp] }, hubs)
+		s.health.kafkaAnswered()
+		s.kafkaAnswered()
 	}
-	return s.health.snapshot()
+	return s.health.snapshot(s.mirror.Running())
+}
+
+// kafkaAnswered clears the last error of catch-ups whose last drain only
+// failed to reach Kafka: Kafka has just answered.
+func (s *Service) kafkaAnswered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.runs {
+		c.mu.Lock()
+		if c.kafkaError {
+			c.status.LastError, c.status.LastErrorAt, c.kafkaError = "", time.Time{}, false
+		}
+		c.mu.Unlock()
+	}
 }
 
 // Mirror returns the service's mirror.
@@ -77,6 +97,8 @@ func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
+	rep.markLagUnknown(err != nil)
+	s.measureBacklog(ctx, rep)
 	budget := lim.MaxDuration
 	if budget <= 0 {
 		budget = time.Minute
@@ -90,11 +112,23 @@ func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*
 
 func (s *Service) keep(rep *Report) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.reports = append(s.reports, rep)
 	if len(s.reports) > reportsKept {
 		s.reports = s.reports[len(s.reports)-reportsKept:]
 	}
+	observers := slices.Clone(s.observers)
+	s.mu.Unlock()
+	for _, f := range observers {
+		f(rep)
+	}
+}
+
+// Observe calls f with the report of every drain that ends from now on
+// (metrics); f must not keep the report.
+func (s *Service) Observe(f func(*Report)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observers = append(s.observers, f)
 }
 
 // Reports returns the most recent drain reports, oldest first.
@@ -137,11 +171,16 @@ type CatchUpStatus struct {
 	// the latest drain; -1 before the first measurement.
 	Lag       int64  `json:"lag"`
 	LastError string `json:"last_error,omitempty"`
+	// LastErrorAt is when the drain that failed with LastError ended.
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 }
 
 type catchUp struct {
 	mu     sync.Mutex
 	status CatchUpStatus
+	// kafkaError is set when LastError only says that Kafka could not be
+	// reached: it clears as soon as Kafka answers.
+	kafkaError bool
 }
 
 func (c *catchUp) snapshot() CatchUpStatus {
@@ -223,15 +262,16 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
 		}
 		rep, _ := s.drain(ctx, run, TriggerCatchUp, lim)
-		c.update(func(st *CatchUpStatus) {
-			st.Drains++
-			st.Records += rep.Records
-			st.LastError = ""
-			if rep.Failed() {
-				lines := rep.Lines()
-				st.LastError = lines[len(lines)-1]
-			}
-		})
+		c.mu.Lock()
+		c.status.Drains++
+		c.status.Records += rep.Records
+		c.status.LastError, c.status.LastErrorAt, c.kafkaError = "", time.Time{}, false
+		if rep.Failed() {
+			lines := rep.Lines()
+			c.status.LastError, c.status.LastErrorAt = lines[len(lines)-1], rep.Started.Add(rep.Duration)
+			c.kafkaError = rep.Stopped == StopFailed && len(rep.Partitions) == 0 && len(rep.HubErrors) == 0
+		}
+		c.mu.Unlock()
 		lag, err := s.mirror.Lag(ctx, req.Topics)
 		if err == nil {
 			c.update(func(st *CatchUpStatus) { st.Lag = lag.Unpaused() })
@@ -307,4 +347,22 @@ func newRunID() (string, error) {
 		return "", fmt.Errorf("generating run id: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// measureBacklog sets rep.BehindBy from the oldest record the drain left
+// unmirrored on its partitions.
+func (s *Service) measureBacklog(ctx context.Context, rep *Report) {
+	from := map[TopicPartition]int64{}
+	for _, p := range rep.Partitions {
+		if p.LagAfter > 0 && p.Committed != NoOffset {
+			from[TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.Committed
+		}
+	}
+	if len(from) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, t := range s.mirror.oldestUnmirrored(context.WithoutCancel(ctx), from) {
+		rep.BehindBy = max(rep.BehindBy, now.Sub(t))
+	}
 }

@@ -27,7 +27,7 @@ func TestRenderEscapesAndBars(t *testing.T) {
 	page := b.String()
 	for _, want := range []string{
 		"&lt;script&gt;alert(1)&lt;/script&gt;", `class="badge bad"`, `<td class="n committed">none</td>`,
-		`style="width: 50%"`, `style="width: 100%"`, `class="over" style="width: 90%"`, "(set, redacted)",
+		`style="width: 79%"`, `style="width: 100%"`, `class="over" style="width: 90%"`, "(set, redacted)",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -35,5 +35,59 @@ func TestRenderEscapesAndBars(t *testing.T) {
 	}
 	if strings.Contains(page, "<script>") {
 		t.Error("a problem was not escaped")
+	}
+}
+
+// Lag bars are logarithmic: 104 and 10,055 records do not look alike, and
+// one record still shows.
+func TestLagBarsAreLogarithmic(t *testing.T) {
+	small, big := logPct(104, 10055), logPct(10055, 10055)
+	if big != 100 || small < 40 || small > 60 {
+		t.Errorf("bars: 104 -> %d%%, 10,055 -> %d%%; want about half and full", small, big)
+	}
+	if logPct(1, 10_000_000) < 1 || logPct(0, 10) != 0 {
+		t.Error("one record must show, none must not")
+	}
+}
+
+// The page reloads itself without scripts, groups problems by cause with
+// the remedy and a README link, says how far behind in time and how long
+// the backlog takes, shows the drain running now, and an unknown lag as
+// "unknown", not 0.
+func TestRenderTimeAndCauses(t *testing.T) {
+	now := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	var probs []mirror.Problem
+	for _, hub := range []string{"a", "b", "c", "d", "e"} {
+		probs = append(probs, mirror.Problem{Kind: mirror.KindUnauthorized, Hub: hub, Partition: -1, Message: "InvalidSignature", Since: now.Add(-3 * time.Minute)})
+	}
+	lag := &mirror.LagReport{Total: 3_200_000, BehindBy: 200 * time.Second, Partitions: []mirror.PartitionLag{{Topic: "a", Hub: "a", Lag: 3_200_000, BehindBy: 200 * time.Second}}}
+	b := mirror.NewBacklog(lag, mirror.Throughput{RecordsPerSec: 1000, Window: 5 * time.Minute})
+	var out strings.Builder
+	err := Render(&out, Page{Time: now, Causes: mirror.Causes(probs), Lag: lag, Backlog: &b,
+		Throughput: &mirror.Throughput{RecordsPerSec: 1000, BytesPerSec: 2.5e6, Window: 5 * time.Minute, LastDelivered: now.Add(-2 * time.Second)},
+		Running:    []mirror.RunningDrain{{Run: "timer", Started: now.Add(-10 * time.Second), Deadline: now.Add(time.Minute), Records: 1234}},
+		NextTick:   now.Add(30 * time.Second),
+		Drains: []*mirror.Report{{Run: "timer", LagAfter: mirror.LagUnknown, Stopped: mirror.StopFailed, Errors: []string{"x", "y"}},
+			{Run: "timer", LagAfter: mirror.LagUnknown, Stopped: mirror.StopFailed, Errors: []string{"x", "y"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	for _, want := range []string{
+		`<meta http-equiv="refresh" content="15">`,
+		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `README.md#settings">README</a>`, "since 2026-12-03 06:57:00Z (3 min)",
+		"3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
+		`behind by <span id="behind-by">3 min 20 s</span>`, "1,000 records/s, 2.50 MB/s over the last 5 min", "next tick 2026-12-03 07:00:30Z",
+		`<table id="running">`, "1,234", `<td class="n lag-after">unknown</td>`, "2 errors, the first: x",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, "2 errors, the first: x"); n != 1 {
+		t.Errorf("the same errors of two drains in a row are shown %d times, want once", n)
+	}
+	if n := strings.Count(page, `class="cause"`); n != 1 {
+		t.Errorf("%d causes for one kind of problem on 5 hubs", n)
 	}
 }

@@ -46,7 +46,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	port := fs.Int("port", 0, "public HTTP port (default: Host.LocalHttpPort of the settings file, else 7071)")
 	settingsPath := fs.String("settings", "", "local.settings.json to load (default: ./local.settings.json, else <app>/local.settings.json, when present)")
 	timers := fs.String("timers", "schedule", "timer functions: schedule (NCRONTAB, as the host), loop (back to back, for demos) or off")
-	key := fs.String("key", "", "function (host) key to accept and print; default random")
+	key := fs.String("key", "", "function (host) key to accept and print; default: the one in -keys-file")
+	keysFile := fs.String("keys-file", ".cache/funchost-keys.json", "file keeping the master and default keys across restarts (created with random keys when missing; empty: new random keys each start)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGINT/SIGTERM, how long the handler may take to exit after a SIGINT before SIGKILL (0: SIGKILL at once, like the host)")
 	level := fs.String("log-level", "info", "host log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +69,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			*port = settings.LocalHTTPPort
 		}
 	}
-	keys, err := funchost.GenerateKeys()
+	var keys funchost.Keys
+	if *keysFile != "" {
+		keys, err = funchost.LoadOrCreateKeys(*keysFile)
+	} else {
+		keys, err = funchost.GenerateKeys()
+	}
 	if err != nil {
 		return err
 	}

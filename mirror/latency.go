@@ -1,0 +1,92 @@
+package mirror
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// latencyBuckets: bucket i counts latencies below 2^(i/4) ms (the last one
+// everything above), so quantiles come out within 19 % from 1 ms to
+// about 12 days.
+const latencyBuckets = 4 * 40
+
+// latencyHistogram counts end-to-end latencies in logarithmic buckets; it
+// is safe for concurrent use.
+type latencyHistogram struct {
+	counts [latencyBuckets]atomic.Int64
+	n      atomic.Int64
+	max    atomic.Int64 // nanoseconds
+}
+
+func latencyBucket(d time.Duration) int {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms < 1 {
+		return 0
+	}
+	return min(int(math.Log2(ms)*4)+1, latencyBuckets-1)
+}
+
+// bucketUpper is the upper bound of bucket i.
+func bucketUpper(i int) time.Duration {
+	return time.Duration(math.Exp2(float64(i)/4) * float64(time.Millisecond))
+}
+
+func (h *latencyHistogram) observe(d time.Duration) {
+	d = max(d, 0)
+	h.counts[latencyBucket(d)].Add(1)
+	h.n.Add(1)
+	for {
+		m := h.max.Load()
+		if int64(d) <= m || h.max.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
+}
+
+// Latency summarises end-to-end latencies (Event Hubs' acknowledgement
+// minus the Kafka timestamp) of a drain's records.
+type Latency struct {
+	Records int64         `json:"records"`
+	P50     time.Duration `json:"p50_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
+	// Buckets count the records per latency bucket (upper bound), for
+	// metrics; not in the JSON.
+	Buckets []LatencyBucket `json:"-"`
+}
+
+// LatencyBucket counts the records whose latency was at most Upper (and
+// above the previous bucket's).
+type LatencyBucket struct {
+	Upper time.Duration
+	Count int64
+}
+
+// summary returns the quantiles (each the upper bound of its bucket,
+// capped at the maximum), nil when nothing was observed.
+func (h *latencyHistogram) summary() *Latency {
+	n := h.n.Load()
+	if n == 0 {
+		return nil
+	}
+	maxD := time.Duration(h.max.Load())
+	q := func(f float64) time.Duration {
+		want := int64(math.Ceil(f * float64(n)))
+		var seen int64
+		for i := range h.counts {
+			seen += h.counts[i].Load()
+			if seen >= want {
+				return min(bucketUpper(i), maxD)
+			}
+		}
+		return maxD
+	}
+	l := &Latency{Records: n, P50: q(0.5), P99: q(0.99), Max: maxD}
+	for i := range h.counts {
+		if c := h.counts[i].Load(); c > 0 {
+			l.Buckets = append(l.Buckets, LatencyBucket{Upper: min(bucketUpper(i), maxD), Count: c})
+		}
+	}
+	return l
+}

@@ -1,0 +1,443 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// LiveFailureAfter is how long the sends to one event hub partition, or the
+// fetches of one Kafka partition, of a running drain may keep failing
+// before the status reports a problem; a failure that lasted this long
+// also counts as an error of the drain (its report's Outages), even when
+// it ended before the drain did.
+const LiveFailureAfter = 5 * time.Second
+
+// rateWindow is the span over which Throughput measures the recent rate.
+const rateWindow = 5 * time.Minute
+
+// Outage is a run of failed attempts, without a success in between, of a
+// running drain: sends to one event hub partition or fetches of one Kafka
+// partition.
+type Outage struct {
+	// Kind classifies the failure (one of the Kind constants).
+	Kind string `json:"kind"`
+	// Hub and HubPartition name a send outage; Topic and Partition a fetch
+	// outage (Kafka).
+	Hub          string `json:"hub,omitempty"`
+	HubPartition string `json:"hub_partition,omitempty"`
+	Topic        string `json:"topic,omitempty"`
+	Partition    int32  `json:"partition"`
+	// Since is the first failed attempt; Last the latest; Until the
+	// success that ended it (zero while it lasts).
+	Since    time.Time `json:"since"`
+	Last     time.Time `json:"last"`
+	Until    time.Time `json:"until,omitzero"`
+	Attempts int       `json:"attempts"`
+	// Error is the latest attempt's error.
+	Error string `json:"error"`
+}
+
+// Ongoing reports whether no success has ended the outage.
+func (o Outage) Ongoing() bool { return o.Until.IsZero() }
+
+// String is the outage in one line, with its duration as of now when it
+// lasts.
+func (o Outage) String() string {
+	return o.describe(time.Now())
+}
+
+func (o Outage) describe(now time.Time) string {
+	end, verb := o.Until, "failed"
+	if o.Ongoing() {
+		end, verb = now, "failing"
+	}
+	where := fmt.Sprintf("kafka fetches of %s/%d", o.Topic, o.Partition)
+	if o.Hub != "" {
+		where = fmt.Sprintf("sends to event hub %s partition %s", o.Hub, o.HubPartition)
+	}
+	s := fmt.Sprintf("%s %s for %s since %s (%d attempts): %s", where, verb, Ago(end.Sub(o.Since)), o.Since.UTC().Format("15:04:05Z"), o.Attempts, strings.ReplaceAll(o.Error, "\n", "; "))
+	if !o.Ongoing() {
+		s += fmt.Sprintf("; recovered at %s", o.Until.UTC().Format("15:04:05Z"))
+	}
+	return s
+}
+
+// liveDrain follows one running drain's failures.
+type liveDrain struct {
+	mu      sync.Mutex
+	failing map[string]*Outage
+	past    []Outage // ended, after lasting LiveFailureAfter or longer
+}
+
+func newLiveDrain() *liveDrain { return &liveDrain{failing: map[string]*Outage{}} }
+
+// failed records a failed attempt at the place o names (Kind, Hub and
+// HubPartition, or Topic and Partition).
+func (l *liveDrain) failed(o Outage, err error) {
+	if l == nil {
+		return
+	}
+	now := time.Now()
+	key := o.key()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := l.failing[key]
+	if cur == nil {
+		o.Since = now
+		cur = &o
+		l.failing[key] = cur
+	}
+	cur.Kind, cur.Last, cur.Error = o.Kind, now, err.Error()
+	cur.Attempts++
+}
+
+// succeeded ends the outage at the place o names, if any.
+func (l *liveDrain) succeeded(o Outage) {
+	if l == nil {
+		return
+	}
+	key := o.key()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := l.failing[key]
+	if cur == nil {
+		return
+	}
+	delete(l.failing, key)
+	cur.Until = time.Now()
+	if cur.Until.Sub(cur.Since) >= LiveFailureAfter {
+		l.past = append(l.past, *cur)
+	}
+}
+
+func (o Outage) key() string {
+	if o.Hub != "" {
+		return "eh\x00" + o.Hub + "\x00" + o.HubPartition
+	}
+	return fmt.Sprintf("kafka\x00%s\x00%d", o.Topic, o.Partition)
+}
+
+// outages returns the ended outages and those lasting LiveFailureAfter or
+// longer as of now, ordered by start.
+func (l *liveDrain) outages(now time.Time) []Outage {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := slices.Clone(l.past)
+	for _, o := range l.failing {
+		if now.Sub(o.Since) >= LiveFailureAfter {
+			out = append(out, *o)
+		}
+	}
+	slices.SortFunc(out, func(a, b Outage) int {
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key(), b.key())
+	})
+	return out
+}
+
+// RunningDrain is a drain running now in this process, with its progress.
+type RunningDrain struct {
+	Run     string    `json:"run"`
+	Started time.Time `json:"started"`
+	// Deadline is when the drain stops reading at the latest
+	// (MIRROR_MAX_DURATION); FollowUntil when a following drain stops.
+	Deadline    time.Time `json:"deadline"`
+	FollowUntil time.Time `json:"follow_until,omitzero"`
+	Partitions  int       `json:"partitions"`
+	// Records and Bytes are what Event Hubs acknowledged so far.
+	Records int64 `json:"records"`
+	Bytes   int64 `json:"bytes"`
+	// Lag is the records between the drain's commit points and the ends it
+	// last saw, over its partitions.
+	Lag int64 `json:"lag"`
+	// Outages are the failures that lasted LiveFailureAfter or longer,
+	// ongoing or ended.
+	Outages []Outage `json:"outages,omitempty"`
+}
+
+// Throughput is the rate of the records Event Hubs acknowledged over the
+// last minutes, in this process.
+type Throughput struct {
+	// Window is the span measured (up to five minutes; shorter after a
+	// start).
+	Window         time.Duration `json:"window_ns"`
+	RecordsPerSec  float64       `json:"records_per_sec"`
+	BytesPerSec    float64       `json:"bytes_per_sec"`
+	LastDelivered  time.Time     `json:"last_delivered,omitzero"`
+	TotalRecords   int64         `json:"total_records"`
+	TotalBytes     int64         `json:"total_bytes"`
+	MeasuredAtTime time.Time     `json:"time"`
+}
+
+// progressSample is the cumulative count of acknowledged records at a time.
+type progressSample struct {
+	at             time.Time
+	records, bytes int64
+}
+
+// liveTracker is the drains running in a Mirror and the throughput.
+type liveTracker struct {
+	mu      sync.Mutex
+	running map[*drain]time.Time // drain -> its deadline
+	// doneRecords and doneBytes sum the drains that ended.
+	doneRecords, doneBytes int64
+	lastDelivered          time.Time
+	samples                []progressSample
+}
+
+func newLiveTracker() *liveTracker { return &liveTracker{running: map[*drain]time.Time{}} }
+
+func (t *liveTracker) start(d *drain, deadline time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.running[d] = deadline
+}
+
+// end removes d, adding what it mirrored to the totals.
+func (t *liveTracker) end(d *drain) {
+	records, bytes, _ := d.progress()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.running, d)
+	t.doneRecords += records
+	t.doneBytes += bytes
+	t.sampleLocked(time.Now())
+}
+
+// progress sums what d's partitions had acknowledged and their lag.
+func (d *drain) progress() (records, bytes, lag int64) {
+	for _, ps := range d.order {
+		ps.mu.Lock()
+		records += ps.records
+		bytes += ps.bytes
+		from := ps.committed
+		if from == NoOffset {
+			from = ps.start
+		}
+		lag += max(ps.end-from, 0)
+		ps.mu.Unlock()
+	}
+	return records, bytes, lag
+}
+
+// sampleLocked adds a sample of the cumulative counts at now; t.mu is held.
+func (t *liveTracker) sampleLocked(now time.Time) progressSample {
+	s := progressSample{at: now, records: t.doneRecords, bytes: t.doneBytes}
+	for d := range t.running {
+		r, b, _ := d.progress()
+		s.records += r
+		s.bytes += b
+	}
+	if n := len(t.samples); n > 0 && s.records > t.samples[n-1].records {
+		t.lastDelivered = now
+	}
+	if n := len(t.samples); n == 0 || now.Sub(t.samples[n-1].at) >= time.Second {
+		t.samples = append(t.samples, s)
+	}
+	// Keep one sample at or before the window's start.
+	i := 0
+	for i+1 < len(t.samples) && now.Sub(t.samples[i+1].at) >= rateWindow {
+		i++
+	}
+	t.samples = t.samples[i:]
+	return s
+}
+
+// throughput returns the recent rate as of now.
+func (t *liveTracker) throughput(now time.Time) Throughput {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.sampleLocked(now)
+	out := Throughput{TotalRecords: cur.records, TotalBytes: cur.bytes, LastDelivered: t.lastDelivered, MeasuredAtTime: now}
+	first := t.samples[0]
+	if dt := now.Sub(first.at); dt >= time.Second {
+		out.Window = dt
+		out.RecordsPerSec = float64(cur.records-first.records) / dt.Seconds()
+		out.BytesPerSec = float64(cur.bytes-first.bytes) / dt.Seconds()
+	}
+	return out
+}
+
+// runningDrains returns the drains running now, oldest first.
+func (t *liveTracker) runningDrains(now time.Time) []RunningDrain {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]RunningDrain, 0, len(t.running))
+	for d, deadline := range t.running {
+		r, b, lag := d.progress()
+		out = append(out, RunningDrain{
+			Run: d.name, Started: d.rep.Started, Deadline: deadline, FollowUntil: d.lim.FollowUntil,
+			Partitions: len(d.order), Records: r, Bytes: b, Lag: lag, Outages: d.live.outages(now),
+		})
+	}
+	slices.SortFunc(out, func(a, b RunningDrain) int { return a.Started.Compare(b.Started) })
+	return out
+}
+
+// Running returns the drains running now in this process, with their
+// progress and the failures they keep retrying.
+func (m *Mirror) Running() []RunningDrain { return m.live.runningDrains(time.Now()) }
+
+// Throughput returns the rate at which Event Hubs acknowledged records in
+// this process over the last minutes.
+func (m *Mirror) Throughput() Throughput { return m.live.throughput(time.Now()) }
+
+// Ago renders a duration for people: "850 ms", "42 s", "3 min 20 s",
+// "2 h 5 min", "3 d 4 h".
+func Ago(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0 s"
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		m, s := int(d/time.Minute), int(d%time.Minute/time.Second)
+		if s == 0 {
+			return fmt.Sprintf("%d min", m)
+		}
+		return fmt.Sprintf("%d min %d s", m, s)
+	case d < 24*time.Hour:
+		h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+		if m == 0 {
+			return fmt.Sprintf("%d h", h)
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	}
+	days, h := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour)
+	if h == 0 {
+		return fmt.Sprintf("%d d", days)
+	}
+	return fmt.Sprintf("%d d %d h", days, h)
+}
+
+// busyLag fills the lag of rep's busy partitions (held by another drain
+// of this process) from the committed offsets the claim read and the log
+// ends, and adds it to rep.LagAfter: a busy partition's lag is real, not 0.
+// LagAfter becomes LagUnknown when the ends cannot be read.
+func (m *Mirror) busyLag(ctx context.Context, rep *Report) {
+	var tps []TopicPartition
+	for _, p := range rep.Partitions {
+		if p.Busy {
+			tps = append(tps, TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		}
+	}
+	if len(tps) == 0 {
+		return
+	}
+	wms, err := m.source.Watermarks(ctx, tps)
+	if err != nil {
+		rep.Errors = append(rep.Errors, fmt.Sprintf("reading watermarks of the busy partitions: %v", err))
+		rep.LagAfter = LagUnknown
+		return
+	}
+	for i := range rep.Partitions {
+		p := &rep.Partitions[i]
+		if !p.Busy {
+			continue
+		}
+		wm := wms[TopicPartition{Topic: p.Topic, Partition: p.Partition}]
+		from := p.Committed
+		if from == NoOffset || from > wm.End {
+			from = wm.Start
+		}
+		p.LagBefore = max(wm.End-from, 0)
+		p.LagAfter = p.LagBefore
+		if rep.LagAfter != LagUnknown {
+			rep.LagAfter += p.LagAfter
+		}
+	}
+}
+
+// Backlog is how far behind the mirror is, in records and in time, and how
+// long the backlog takes at the recent rate.
+type Backlog struct {
+	// Records is the lag of the topics that are not paused.
+	Records int64 `json:"records"`
+	// BehindBy is the age of the oldest record not yet mirrored.
+	BehindBy time.Duration `json:"behind_by_ns"`
+	// RecordsPerSec is the rate Event Hubs acknowledged records at over
+	// the last minutes (Throughput).
+	RecordsPerSec float64 `json:"records_per_sec"`
+	// ETA is Records ÷ RecordsPerSec; 0 when caught up or not moving.
+	ETA time.Duration `json:"eta_ns,omitempty"`
+	// Summary is the backlog in words: "3,200,000 records behind (the
+	// oldest 3 min 20 s ago), about 53 min at 1,000 events/s".
+	Summary string `json:"summary"`
+}
+
+// NewBacklog measures the backlog from a lag report and the throughput.
+func NewBacklog(lag *LagReport, tp Throughput) Backlog {
+	b := Backlog{Records: lag.Unpaused(), BehindBy: lag.BehindBy, RecordsPerSec: tp.RecordsPerSec}
+	if b.Records == 0 {
+		b.Summary = "caught up"
+		return b
+	}
+	b.Summary = Count(b.Records) + " records behind"
+	if b.Records == 1 {
+		b.Summary = "1 record behind"
+	}
+	if b.BehindBy > 0 {
+		b.Summary += ", the oldest from " + Ago(b.BehindBy) + " ago"
+	}
+	if b.RecordsPerSec >= 0.01 {
+		b.ETA = time.Duration(float64(b.Records) / b.RecordsPerSec * float64(time.Second))
+		b.Summary += fmt.Sprintf(", about %s at %s events/s", Ago(b.ETA), Count(int64(math.Round(b.RecordsPerSec))))
+	} else {
+		b.Summary += fmt.Sprintf(", not moving (no event delivered in the last %s)", Ago(max(tp.Window, time.Second)))
+	}
+	return b
+}
+
+// Count writes n with thousands separators: 3,200,000.
+func Count(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// BacklogProblem returns the problem of a backlog whose oldest record not
+// yet mirrored (topics not paused) is older than maxAge, nil otherwise. It
+// needs only Kafka, so every instance serving the status sees it, also
+// those that run no drain.
+func BacklogProblem(lag *LagReport, maxAge time.Duration) *Problem {
+	if lag == nil || maxAge <= 0 || lag.BehindBy <= maxAge {
+		return nil
+	}
+	var worst PartitionLag
+	var parts int
+	for _, p := range lag.Partitions {
+		if p.Paused || p.BehindBy <= maxAge {
+			continue
+		}
+		parts++
+		if p.BehindBy > worst.BehindBy {
+			worst = p
+		}
+	}
+	return &Problem{Kind: KindBehind, Topic: worst.Topic, Partition: worst.Partition, Hub: worst.Hub, Since: worst.Oldest.Add(maxAge), Run: "status",
+		Message: fmt.Sprintf("the oldest record not yet mirrored is %s old (%s records wait; %s of the partitions behind by more than %s, MIRROR_MAX_BACKLOG_AGE)",
+			Ago(worst.BehindBy), Count(worst.Lag), plural(parts, "partition"), Ago(maxAge))}
+}

@@ -1,0 +1,111 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Endpoint is whether one Kafka broker or one event hub accepts the app.
+type Endpoint struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Cause classifies a failure: for a broker dns, refused, no answer,
+	// tls, sasl or error; for a hub one of the Kind constants.
+	Cause string `json:"cause,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// String is the endpoint in one line.
+func (e Endpoint) String() string {
+	if e.OK {
+		return e.Name + ": ok"
+	}
+	return fmt.Sprintf("%s: %s: %s", e.Name, e.Cause, strings.ReplaceAll(e.Error, "\n", "; "))
+}
+
+// BrokerProber is implemented by sources that can check each bootstrap
+// broker on its own (connection, TLS, SASL, an answer).
+type BrokerProber interface {
+	ProbeBrokers(ctx context.Context) []Endpoint
+}
+
+// Readiness is whether the app can reach Kafka (each bootstrap broker, and
+// the topic listing) and whether every event hub of the mirrored topics
+// accepts its credentials.
+type Readiness struct {
+	Time time.Time `json:"time"`
+	OK   bool      `json:"ok"`
+	// Kafka are the bootstrap brokers, then "topics" when listing them
+	// failed; EventHubs the hubs of the mirrored topics.
+	Kafka     []Endpoint `json:"kafka"`
+	EventHubs []Endpoint `json:"event_hubs"`
+	// Summary is the readiness in one line.
+	Summary string `json:"summary"`
+}
+
+// Readiness checks that Kafka answers and that every hub of the mirrored
+// topics accepts the app's credentials.
+func (m *Mirror) Readiness(ctx context.Context) Readiness {
+	r := Readiness{Time: time.Now(), Kafka: []Endpoint{}, EventHubs: []Endpoint{}}
+	if p, ok := m.source.(BrokerProber); ok {
+		r.Kafka = p.ProbeBrokers(ctx)
+	}
+	topics, err := m.selectTopics(ctx, nil)
+	if err != nil {
+		r.Kafka = append(r.Kafka, Endpoint{Name: "topics", Cause: KindKafka, Error: err.Error()})
+	}
+	names := map[string]bool{}
+	for _, t := range topics {
+		names[m.router.Hub(t.Name)] = true
+	}
+	hubs := make([]string, 0, len(names))
+	for h := range names {
+		hubs = append(hubs, h)
+	}
+	slices.Sort(hubs)
+	r.EventHubs = make([]Endpoint, len(hubs))
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, 8)
+	for i, name := range hubs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			r.EventHubs[i] = Endpoint{Name: name, OK: true}
+			if _, err := m.sink.Hub(ctx, name); err != nil {
+				r.EventHubs[i] = Endpoint{Name: name, Cause: errorKind(err), Error: err.Error()}
+			}
+		}()
+	}
+	wg.Wait()
+	r.OK = !slices.ContainsFunc(r.Kafka, func(e Endpoint) bool { return !e.OK }) && !slices.ContainsFunc(r.EventHubs, func(e Endpoint) bool { return !e.OK })
+	r.Summary = "kafka: " + endpointsLine(r.Kafka, "broker", "answer") + "; event hubs: " + endpointsLine(r.EventHubs, "hub", "accept the credentials")
+	return r
+}
+
+// endpointsLine is "3 of 3 brokers answer" or "1 of 2 brokers answer
+// (b:9092: refused: …)".
+func endpointsLine(es []Endpoint, what, verb string) string {
+	if len(es) == 0 {
+		return "none checked"
+	}
+	var bad []string
+	ok := 0
+	for _, e := range es {
+		if e.OK {
+			ok++
+		} else {
+			bad = append(bad, e.String())
+		}
+	}
+	s := fmt.Sprintf("%d of %s %s", ok, plural(len(es), what), verb)
+	if len(bad) > 0 {
+		s += " (" + strings.Join(bad, "; ") + ")"
+	}
+	return s
+}
