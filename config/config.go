@@ -72,6 +72,14 @@ const MirrorMaxBacklogAge = "MIRROR_MAX_BACKLOG_AGE"
 // the default schedule.
 const DefaultMaxBacklogAge = 2 * time.Minute
 
+// MirrorMaxPauseAge: a topic paused for longer is a problem in the status
+// and in the drain line (paused_age_ms), so a forgotten pause alerts; 0
+// turns the check off.
+const MirrorMaxPauseAge = "MIRROR_MAX_PAUSE_AGE"
+
+// DefaultMaxPauseAge is MIRROR_MAX_PAUSE_AGE's default.
+const DefaultMaxPauseAge = 24 * time.Hour
+
 // Defaults of the settings that have one.
 const (
 	DefaultGroup         = "ehmirror"
@@ -144,6 +152,8 @@ type Settings struct {
 	CertWarnDays int64
 	// MaxBacklogAge is MIRROR_MAX_BACKLOG_AGE.
 	MaxBacklogAge time.Duration
+	// MaxPauseAge is MIRROR_MAX_PAUSE_AGE; 0 turns the check off.
+	MaxPauseAge time.Duration
 
 	// EventHubsConnectionString is set for key-based access; otherwise
 	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
@@ -271,6 +281,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.OversizePolicy = mirror.OversizePolicy(l.choice(MirrorOversizePolicy, "fail", "fail", "skip"))
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
 	s.MaxBacklogAge = l.duration(MirrorMaxBacklogAge, DefaultMaxBacklogAge)
+	s.MaxPauseAge = l.durationOrZero(MirrorMaxPauseAge, DefaultMaxPauseAge)
 	s.Deduplicate = l.boolean(MirrorDeduplicate, false)
 	s.Follow = l.boolean(MirrorFollow, true)
 	return s, l.problems
@@ -431,6 +442,14 @@ func (l *loader) duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// durationOrZero is duration where "0" turns a check off.
+func (l *loader) durationOrZero(name string, def time.Duration) time.Duration {
+	if v, ok := l.raw(name); ok && strings.TrimSpace(v) == "0" {
+		return 0
+	}
+	return l.duration(name, def)
+}
+
 func (l *loader) brokers(name string) []string {
 	v, ok := l.raw(name)
 	if !ok {
@@ -547,6 +566,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorOversizePolicy:  string(s.OversizePolicy),
 		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
 		MirrorMaxBacklogAge:   s.MaxBacklogAge.String(),
+		MirrorMaxPauseAge:     s.MaxPauseAge.String(),
 		MirrorDeduplicate:     strconv.FormatBool(s.Deduplicate),
 	}
 	maps.Copy(out, s.SASL.saslSummary(redact))

@@ -330,6 +330,9 @@ func (a *app) status(c echo.Context) error {
 	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
 		addProblem(&health, *p)
 	}
+	if p := mirror.PauseProblem(lag, a.settings.MaxPauseAge, body.Time); p != nil {
+		addProblem(&health, *p)
+	}
 	body.Health = &health
 	body.Running = a.service.Mirror().Running()
 	body.Throughput = a.service.Mirror().Throughput()

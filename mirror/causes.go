@@ -38,6 +38,7 @@ var remedies = map[string][2]string{
 	KindKafka:        {"Kafka is not reachable or refuses the app: check `KAFKA_BROKERS`, the network path, and the TLS and SASL settings (`KAFKA_TLS*`, `KAFKA_SASL_*`)", "connecting-to-managed-kafka-services"},
 	KindCertificate:  {"renew the client certificate (`KAFKA_TLS_CERT_PEM`, `KAFKA_TLS_KEY_PEM`) before the broker refuses it; the warning period is `KAFKA_TLS_CERT_WARN_DAYS`", "client-certificates-mutual-tls"},
 	KindBehind:       {"records wait longer than `MIRROR_MAX_BACKLOG_AGE`: look at the other problems and the running drains (Event Hubs or Kafka unreachable, throttling, a stalled partition), or raise the drains' budget (`MIRROR_MAX_DURATION`) or start a catch-up (`POST /api/catchup`)", "operating-it"},
+	KindPausedLong:   {"a topic has been paused for longer than `MIRROR_MAX_PAUSE_AGE`: resume it (`POST /api/resume`) if the pause was forgotten; its records wait in Kafka and its committed position is kept", "operating-it"},
 	KindError:        {"sends or fetches keep failing: the message names the service and the error; check the network path and the service's health (Event Hubs namespace, Kafka brokers)", "operating-it"},
 }
 

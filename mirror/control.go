@@ -245,22 +245,26 @@ func (m *Mirror) refreshPauses(ctx context.Context, states map[string]pauseState
 	}
 }
 
-// dropPaused removes paused topics from topics and returns their names.
-func (m *Mirror) dropPaused(ctx context.Context, topics []Topic) (kept []Topic, paused []string, err error) {
+// dropPaused removes paused topics from topics and returns their names and
+// when the oldest of their pauses was decided.
+func (m *Mirror) dropPaused(ctx context.Context, topics []Topic) (kept []Topic, paused []string, since time.Time, err error) {
 	if m.opts.Control == nil {
-		return topics, nil, nil
+		return topics, nil, since, nil
 	}
 	states, err := m.pauseStates(ctx, topicNames(topics))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, since, err
 	}
 	m.refreshPauses(ctx, states)
 	for _, t := range topics {
 		if r := states[t.Name].newest(); r != nil && r.Paused {
 			paused = append(paused, t.Name)
+			if since.IsZero() || r.At.Before(since) {
+				since = r.At
+			}
 		} else {
 			kept = append(kept, t)
 		}
 	}
-	return kept, paused, nil
+	return kept, paused, since, nil
 }

@@ -48,9 +48,9 @@ func TestPauseRecordsRefreshed(t *testing.T) {
 	}}
 	m := &Mirror{opts: Options{Control: fc, Logger: slog.Default(), PauseRefresh: time.Hour}}
 	topics := []Topic{{Name: "a", Partitions: 1}, {Name: "b", Partitions: 1}, {Name: "c", Partitions: 1}, {Name: "d", Partitions: 1}}
-	kept, paused, err := m.dropPaused(context.Background(), topics)
-	if err != nil || len(kept) != 3 || strings.Join(paused, ",") != "a" {
-		t.Fatalf("kept %v paused %v err %v", kept, paused, err)
+	kept, paused, since, err := m.dropPaused(context.Background(), topics)
+	if err != nil || len(kept) != 3 || strings.Join(paused, ",") != "a" || !since.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("kept %v paused %v since %v err %v", kept, paused, since, err)
 	}
 	if fc.writes != 2 || !strings.Contains(fc.records["control.kept/a"], `"by":"ann","at":"2026-01-01T00:00:00Z"`) {
 		t.Fatalf("pause record not refreshed unchanged: %d writes, %v", fc.writes, fc.records)
@@ -61,7 +61,7 @@ func TestPauseRecordsRefreshed(t *testing.T) {
 	if fc.records["control/a"] != `{"v":1,"paused":true,"by":"ann","at":"2026-01-01T00:00:00Z"}` {
 		t.Fatalf("a drain wrote the decision slot: %s", fc.records["control/a"])
 	}
-	if _, _, err := m.dropPaused(context.Background(), topics); err != nil || fc.writes != 2 {
+	if _, _, _, err := m.dropPaused(context.Background(), topics); err != nil || fc.writes != 2 {
 		t.Fatalf("refreshed again within the hour: %d writes", fc.writes)
 	}
 }

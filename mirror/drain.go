@@ -53,7 +53,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		return rep, err
 	}
 	topics := narrowed(mirrored, lim.Topics)
-	if topics, rep.Paused, err = m.dropPaused(workCtx, topics); err != nil {
+	if topics, rep.Paused, rep.PausedSince, err = m.dropPaused(workCtx, topics); err != nil {
 		rep.Stopped = StopFailed
 		return rep, err
 	}

@@ -21,7 +21,8 @@ const DrainLogMessage = "drain"
 // backlog_age_ms (the age of the oldest record left unmirrored; 0 when none
 // or unknown) and latency_p50_ms, latency_p99_ms (Event Hubs'
 // acknowledgement minus the Kafka timestamp of the records mirrored; -1
-// without records). The structured line is at level ERROR when records
+// without records), paused_age_ms (how long the oldest pause of a paused
+// topic had lasted; 0 when none). The structured line is at level ERROR when records
 // could not be mirrored, else INFO. startFailed says the drain could not
 // start (its lag is then unknown).
 func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger string, budget time.Duration, startFailed bool) {
@@ -76,7 +77,17 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 		"backlog_age_ms", rep.BehindBy.Milliseconds(),
 		"latency_p50_ms", latencyMillis(rep.Latency, false),
 		"latency_p99_ms", latencyMillis(rep.Latency, true),
+		"paused_age_ms", pausedAge(rep).Milliseconds(),
 	)
+}
+
+// pausedAge is how long the oldest pause of the drain's paused topics had
+// lasted when the drain started; 0 when none was paused.
+func pausedAge(rep *Report) time.Duration {
+	if rep.PausedSince.IsZero() {
+		return 0
+	}
+	return max(rep.Started.Sub(rep.PausedSince), 0)
 }
 
 func hasPrefixed(lines []string, prefix string) bool {

@@ -441,3 +441,29 @@ func BacklogProblem(lag *LagReport, maxAge time.Duration) *Problem {
 		Message: fmt.Sprintf("the oldest record not yet mirrored is %s old (%s records wait; %s of the partitions behind by more than %s, MIRROR_MAX_BACKLOG_AGE)",
 			Ago(worst.BehindBy), Count(worst.Lag), plural(parts, "partition"), Ago(maxAge))}
 }
+
+// PauseProblem is the problem of topics paused for longer than maxAge at
+// now (MIRROR_MAX_PAUSE_AGE), nil when none is or maxAge is 0: a forgotten
+// pause must not look like a healthy mirror.
+func PauseProblem(lag *LagReport, maxAge time.Duration, now time.Time) *Problem {
+	if lag == nil || maxAge <= 0 {
+		return nil
+	}
+	var oldest *Pause
+	n := 0
+	for i, p := range lag.Paused {
+		if now.Sub(p.At) <= maxAge {
+			continue
+		}
+		n++
+		if oldest == nil || p.At.Before(oldest.At) {
+			oldest = &lag.Paused[i]
+		}
+	}
+	if oldest == nil {
+		return nil
+	}
+	return &Problem{Kind: KindPausedLong, Topic: oldest.Topic, Since: oldest.At.Add(maxAge), Run: "status",
+		Message: fmt.Sprintf("%s paused for longer than %s (MIRROR_MAX_PAUSE_AGE); the oldest, %s, by %s %s ago (%s)",
+			plural(n, "topic"), Ago(maxAge), oldest.Topic, oldest.By, Ago(now.Sub(oldest.At)), oldest.Reason)}
+}

@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +143,33 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAForgottenPauseIsAProblem: a topic paused for longer than
+// MIRROR_MAX_PAUSE_AGE is a problem (the status is not ok), and the drain
+// line carries the oldest pause's age for the alert.
+func TestAForgottenPauseIsAProblem(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	lag := &mirror.LagReport{Paused: []mirror.Pause{
+		{Topic: "prod.test2", Paused: true, By: "key default (bob)", At: now.Add(-time.Hour), Reason: "deploy"},
+		{Topic: "prod.test1", Paused: true, By: "key default (ann)", At: now.Add(-30 * time.Hour), Reason: "maintenance"},
+	}}
+	p := mirror.PauseProblem(lag, 24*time.Hour, now)
+	if p == nil || p.Kind != mirror.KindPausedLong || p.Topic != "prod.test1" || !strings.Contains(p.Message, "ann") {
+		t.Fatalf("problem %+v", p)
+	}
+	if p := mirror.PauseProblem(lag, 0, now); p != nil {
+		t.Fatalf("the check is off with 0: %+v", p)
+	}
+	if p := mirror.PauseProblem(lag, 48*time.Hour, now); p != nil {
+		t.Fatalf("no pause is older than 48 h: %+v", p)
+	}
+
+	var buf strings.Builder
+	rep := &mirror.Report{Run: "timer", Started: now, Paused: []string{"prod.test1"}, PausedSince: now.Add(-30 * time.Hour), Stopped: mirror.StopNothingToDo}
+	mirror.LogReport(context.Background(), slog.New(slog.NewTextHandler(&buf, nil)), rep, mirror.TriggerTimer, time.Minute, false)
+	if !strings.Contains(buf.String(), "paused_age_ms=108000000") {
+		t.Fatalf("drain line: %s", buf.String())
 	}
 }

@@ -58,8 +58,10 @@ type Report struct {
 	ThrottledWait time.Duration `json:"throttled_wait_ns,omitempty"`
 	// Stopped says why the drain ended.
 	Stopped string `json:"stopped"`
-	// Paused lists the topics left out because they are paused.
-	Paused []string `json:"paused,omitempty"`
+	// Paused lists the topics left out because they are paused;
+	// PausedSince is when the oldest of those pauses was decided.
+	Paused      []string  `json:"paused,omitempty"`
+	PausedSince time.Time `json:"paused_since,omitzero"`
 	// Errors are problems that are not tied to one partition, and topics
 	// that could not be mirrored at all (for example their hub is missing).
 	Errors []string `json:"errors,omitempty"`
@@ -137,6 +139,7 @@ const (
 	KindKafka        = "kafka"
 	KindCertificate  = "certificate"
 	KindBehind       = "behind"
+	KindPausedLong   = "paused too long"
 	KindError        = "error"
 )
 
