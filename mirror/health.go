@@ -33,6 +33,8 @@ type Problem struct {
 // String is the problem in one line, with where it is.
 func (p Problem) String() string {
 	switch {
+	case p.Topic != "" && p.Partition >= 0 && p.Hub == "":
+		return fmt.Sprintf("%s/%d: %s: %s", p.Topic, p.Partition, p.Kind, p.Message)
 	case p.Topic != "" && p.Partition >= 0:
 		return fmt.Sprintf("%s/%d -> %s: %s: %s", p.Topic, p.Partition, p.Hub, p.Kind, p.Message)
 	case p.Hub != "":

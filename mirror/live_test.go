@@ -293,7 +293,7 @@ func TestReadinessNamesBrokersAndHubs(t *testing.T) {
 	e := newEnv(t)
 	ok := e.newMirror(mirror.Options{})
 	r := ok.Readiness(context.Background())
-	if !r.OK || len(r.Kafka) != 1 || len(r.EventHubs) != len(seedTopics) || r.Summary != "kafka: 1 of 1 broker answer; event hubs: 5 of 5 hubs accept the credentials" {
+	if !r.OK || len(r.Kafka) != 1 || len(r.EventHubs) != len(seedTopics) || r.Summary != "kafka: 1 of 1 broker answers; event hubs: 5 of 5 hubs accept the credentials" {
 		t.Errorf("readiness with good settings: %+v", r)
 	}
 

@@ -85,6 +85,7 @@ func (m *Mirror) Readiness(ctx context.Context) Readiness {
 	wg.Wait()
 	r.OK = !slices.ContainsFunc(r.Kafka, func(e Endpoint) bool { return !e.OK }) && !slices.ContainsFunc(r.EventHubs, func(e Endpoint) bool { return !e.OK })
 	r.Summary = "kafka: " + endpointsLine(r.Kafka, "broker", "answer") + "; event hubs: " + endpointsLine(r.EventHubs, "hub", "accept the credentials")
+	r.Summary = strings.ReplaceAll(strings.ReplaceAll(r.Summary, "of 1 broker answer", "of 1 broker answers"), "of 1 hub accept", "of 1 hub accepts")
 	return r
 }
 

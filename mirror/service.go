@@ -361,8 +361,11 @@ func (s *Service) measureBacklog(ctx context.Context, rep *Report) {
 	if len(from) == 0 {
 		return
 	}
+	// Briefly: the next tick of a following drain is due soon.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
 	now := time.Now()
-	for _, t := range s.mirror.oldestUnmirrored(context.WithoutCancel(ctx), from) {
+	for _, t := range s.mirror.oldestUnmirrored(ctx, from) {
 		rep.BehindBy = max(rep.BehindBy, now.Sub(t))
 	}
 }
