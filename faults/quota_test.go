@@ -41,6 +41,11 @@ func TestAtTheNamespaceQuota(t *testing.T) {
 	loop.stop()
 	p.stop()
 	reps, errs := loop.result()
+	for _, r := range reps {
+		if r.Failed() {
+			t.Logf("failed drain: %v", r.Lines())
+		}
+	}
 	t.Logf("%d drains at the quota (%d failed, %d could not start); backlog %d, %d records produced during the catch-up", len(reps), failedDrains(reps), errs, bp.acked.Load(), p.acked.Load())
 	e.settle(ctx, m, mirror.Limits{})
 	recs, err := e.readKafka(ctx, e.cfg.Topics, 0)

@@ -23,8 +23,8 @@ func TestBuildLaysOutTheApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(app.Functions) != 7 { // MirrorTimer, CatchUp, Status, Offsets, Pause, Resume, Cutover
-		t.Errorf("%d functions, want 7", len(app.Functions))
+	if len(app.Functions) != 8 { // MirrorTimer, CatchUp, Status, Offsets, Pause, Resume, Cutover, Metrics
+		t.Errorf("%d functions, want 8", len(app.Functions))
 	}
 	if info, err := os.Stat(filepath.Join(dir, "handler")); err != nil || info.Mode()&0o111 == 0 {
 		t.Errorf("handler binary missing or not executable: %v", err)
