@@ -20,6 +20,19 @@ type deployRun struct {
 	stderr string
 	calls  []string // "terraform …" / "az …" / "curl METHOD URL", in order
 	argv   string   // every argument curl was given
+	// localOverride: the run left infra/backend_override.tf (--local-state).
+	localOverride bool
+}
+
+// init returns the arguments of the terraform init call, if any.
+func (r deployRun) init() ([]string, bool) {
+	for _, c := range r.calls {
+		f := strings.Fields(c)
+		if len(f) > 2 && f[0] == "terraform" && f[2] == "init" {
+			return f[3:], true
+		}
+	}
+	return nil, false
 }
 
 // index returns the position of the first call with prefix, or -1.
@@ -96,6 +109,7 @@ func runDeployScenario(t *testing.T, sc deployScenario, env []string, args ...st
 		"scripts/deploy.sh":             string(script),
 		"dist/ehmirror-functionapp.zip": "PK",
 		"infra/terraform.tfvars":        `location = "westeurope"`,
+		"infra/backend.hcl":             `storage_account_name = "sttfstate"`,
 		"status.seq":                    strings.Join(sc.status, "\n") + "\n",
 		"refs.seq":                      strings.Join(sc.refs, "\n") + "\n",
 		// next FILE: the first line of FILE, removed unless it is the last.
@@ -155,7 +169,8 @@ esac
 	}
 	cmd := exec.Command("bash", filepath.Join(root, "scripts", "deploy.sh"))
 	cmd.Args = append(cmd.Args, args...)
-	cmd.Env = append([]string{"PATH=" + filepath.Join(root, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "DEPLOY_POLL_INTERVAL=0"}, env...)
+	cmd.Env = append([]string{"PATH=" + filepath.Join(root, "bin") + ":/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "DEPLOY_POLL_INTERVAL=0",
+		"TF_BACKEND_CONFIG=" + filepath.Join(root, "infra", "backend.hcl")}, env...)
 	cmd.Stdin = nil // /dev/null: no terminal
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
@@ -165,8 +180,9 @@ esac
 	if b, err := os.ReadFile(log); err == nil {
 		calls = strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
+	_, err = os.Stat(filepath.Join(root, "infra", "backend_override.tf"))
 	argv, _ := os.ReadFile(log + ".argv")
-	return deployRun{err: runErr, stdout: stdout.String(), stderr: stderr.String(), calls: calls, argv: string(argv)}
+	return deployRun{err: runErr, stdout: stdout.String(), stderr: stderr.String(), calls: calls, argv: string(argv), localOverride: err == nil}
 }
 
 // apply returns the arguments of the terraform apply call, if any.
@@ -405,5 +421,46 @@ func TestDeployLeavesTheTimerDisabledWhenNotReady(t *testing.T) {
 				t.Errorf("%d restarts, want %d; calls: %q", n, tc.restarts, r.calls)
 			}
 		})
+	}
+}
+
+// TestDeployPassesTheStateBackend (issue 24, item 5): a pipeline keeps its
+// state in the azurerm backend: --backend-config (repeatable) and
+// TF_BACKEND_CONFIG reach terraform init; without any backend
+// configuration the script stops before terraform with one line, unless
+// --local-state asks for a state on this machine (an override file).
+func TestDeployPassesTheStateBackend(t *testing.T) {
+	r := runDeploy(t, []string{"CI=true", "TF_BACKEND_CONFIG=/ci/backend.hcl"}, "--backend-config=key=prod.tfstate", "-var-file=prod.tfvars")
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\n%s", r.err, r.stderr)
+	}
+	init, ok := r.init()
+	if !ok || !slices.Contains(init, "-backend-config=key=prod.tfstate") || !slices.Contains(init, "-backend-config=/ci/backend.hcl") {
+		t.Errorf("init arguments %q, want both backend configurations; calls: %q", init, r.calls)
+	}
+	if apply, _ := r.apply(); slices.ContainsFunc(apply, func(a string) bool { return strings.Contains(a, "backend-config") }) || !slices.Contains(apply, "-var-file=prod.tfvars") {
+		t.Errorf("apply arguments %q: want -var-file and no backend configuration", apply)
+	}
+	if r.localOverride {
+		t.Error("a run with a backend configuration wrote infra/backend_override.tf")
+	}
+
+	r = runDeploy(t, []string{"CI=true", "TF_BACKEND_CONFIG="})
+	if r.err == nil {
+		t.Fatal("deploy without a backend configuration succeeded")
+	}
+	if _, ok := r.init(); ok {
+		t.Errorf("terraform init ran without a backend configuration: %q", r.calls)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(r.stderr, "--backend-config") || !strings.Contains(r.stderr, "--local-state") {
+		t.Errorf("stderr %q, want one line naming --backend-config and --local-state", r.stderr)
+	}
+
+	r = runDeploy(t, []string{"CI=true", "TF_BACKEND_CONFIG="}, "--local-state")
+	if r.err != nil {
+		t.Fatalf("deploy --local-state failed: %v\n%s", r.err, r.stderr)
+	}
+	if init, ok := r.init(); !ok || slices.ContainsFunc(init, func(a string) bool { return strings.Contains(a, "backend-config") }) || !r.localOverride {
+		t.Errorf("--local-state: init %q, override file written %v", init, r.localOverride)
 	}
 }

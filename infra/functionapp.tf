@@ -40,9 +40,17 @@ locals {
 
   # Zip deployment of the prebuilt package (scripts/deploy.sh): run it as
   # the mounted package, no remote (Oryx) build.
+  #
+  # The timer starts disabled on a new app: scripts/deploy.sh enables it once
+  # /api/status shows that the app reads Kafka and sends to the hubs (role
+  # assignments can take up to 30 minutes to take effect). Terraform ignores
+  # later changes to it (lifecycle below), and an existing app keeps its
+  # timer running.
   platform_app_settings = {
     WEBSITE_RUN_FROM_PACKAGE       = "1"
     SCM_DO_BUILD_DURING_DEPLOYMENT = "false"
+
+    "AzureWebJobs.MirrorTimer.Disabled" = "true"
   }
 
   handler_app_settings = merge(
@@ -93,8 +101,10 @@ resource "azurerm_linux_function_app" "this" {
   functions_extension_version = "~4"
   https_only                  = true
 
-  # Zip deploy (scripts/deploy.sh) goes through the SCM site; FTP is not used.
-  ftp_publish_basic_authentication_enabled = false
+  # No basic authentication (publishing credentials) at all: scripts/deploy.sh
+  # zip-deploys to the SCM site with an Entra ID token; FTP is not used.
+  ftp_publish_basic_authentication_enabled       = false
+  webdeploy_publish_basic_authentication_enabled = false
 
   virtual_network_subnet_id = var.vnet_integration_subnet_id
 
@@ -133,6 +143,9 @@ resource "azurerm_linux_function_app" "this" {
   depends_on = [time_sleep.function_app_roles]
 
   lifecycle {
+    # Set by scripts/deploy.sh once the app is ready (see platform_app_settings).
+    ignore_changes = [app_settings["AzureWebJobs.MirrorTimer.Disabled"]]
+
     precondition {
       condition     = var.kafka_tls || nonsensitive(var.kafka_tls_ca_pem == null)
       error_message = "kafka_tls_ca_pem is set but kafka_tls is false; the handler uses the CA only over TLS."
@@ -193,7 +206,8 @@ resource "azurerm_role_assignment" "function_app_receiver" {
 resource "time_sleep" "function_app_roles" {
   create_duration = var.role_propagation_wait
 
-  triggers = {
-    for name, ra in azurerm_role_assignment.function_app : name => ra.id
-  }
+  triggers = merge(
+    { for name, ra in azurerm_role_assignment.function_app : name => ra.id },
+    { for ra in azurerm_role_assignment.function_app_receiver : "eventhubs_receiver" => ra.id },
+  )
 }

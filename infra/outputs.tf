@@ -52,3 +52,8 @@ output "key_vault_name" {
   description = "Key Vault holding the Kafka credentials referenced by the app settings."
   value       = azurerm_key_vault.this.name
 }
+
+output "function_app_possible_outbound_ip_addresses" {
+  description = "Every IP address the function app may connect from (its plan's whole outbound pool, not only the current ones): allow these on a Kafka firewall. With VNet integration, vnet_route_all_enabled and a NAT gateway on the subnet, the app connects from the NAT gateway's IP instead."
+  value       = azurerm_linux_function_app.this.possible_outbound_ip_address_list
+}

@@ -117,3 +117,14 @@ variable "alert_throttled_requests_threshold" {
     error_message = "alert_throttled_requests_threshold must be >= 0."
   }
 }
+
+variable "alert_capture_backlog_threshold" {
+  description = "Alert when Event Hubs Capture's backlog (CaptureBacklog) stays above this many events for a whole hour (the minimum over the hour). 0: the backlog never emptied in an hour; under continuous traffic raise it to about one minute of incoming events."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.alert_capture_backlog_threshold >= 0
+    error_message = "alert_capture_backlog_threshold must be >= 0."
+  }
+}

@@ -3,7 +3,17 @@
 # function package built by `make package`, wait until the app is ready,
 # then enable its timer.
 #
-# Usage: bash scripts/deploy.sh [--yes|-y] [terraform apply arguments…]
+# Usage: bash scripts/deploy.sh [--yes|-y] [--backend-config=FILE|KEY=VALUE]…
+#                               [--local-state] [terraform apply arguments…]
+#
+# State: infra/ has a partial `backend "azurerm" {}` (infra/backend.tf). Its
+# settings (state storage account, container, key) come from
+# --backend-config (repeatable; a file such as infra/backend.hcl, copied from
+# infra/backend.hcl.example, or KEY=VALUE) or from TF_BACKEND_CONFIG (a
+# file), passed to `terraform init -backend-config=…`. --local-state keeps
+# the state in infra/terraform.tfstate instead (writes
+# infra/backend_override.tf; one machine only, never in a pipeline). With
+# neither, the script stops before terraform.
 #
 # Prerequisites (see the README's "Deploying to Azure"):
 #   * az CLI logged in (`az login`, or `az login --service-principal` in CI),
@@ -57,13 +67,30 @@ die() {
 # --- options --------------------------------------------------------------------
 AUTO_APPROVE=
 APPLY_ARGS=()
+INIT_ARGS=()
+LOCAL_STATE=
 for arg in "$@"; do
 	case $arg in
 	--yes | -y) AUTO_APPROVE=1 ;;
 	-auto-approve | --auto-approve) AUTO_APPROVE=1 ;;
+	--backend-config=* | -backend-config=*) INIT_ARGS+=("-backend-config=${arg#*=}") ;;
+	--local-state) LOCAL_STATE=1 ;;
 	*) APPLY_ARGS+=("$arg") ;;
 	esac
 done
+if [[ -n ${TF_BACKEND_CONFIG:-} ]]; then
+	INIT_ARGS+=("-backend-config=$TF_BACKEND_CONFIG")
+fi
+OVERRIDE=$ROOT/infra/backend_override.tf
+if [[ -n $LOCAL_STATE && ${#INIT_ARGS[@]} -gt 0 ]]; then
+	die "--local-state and a backend configuration (--backend-config or TF_BACKEND_CONFIG) exclude each other."
+fi
+if [[ -z $LOCAL_STATE && ${#INIT_ARGS[@]} -eq 0 ]]; then
+	die "no Terraform state backend: pass --backend-config=infra/backend.hcl (copy infra/backend.hcl.example) or set TF_BACKEND_CONFIG; --local-state keeps the state on this machine only."
+fi
+if [[ -z $LOCAL_STATE && -f $OVERRIDE ]]; then
+	die "infra/backend_override.tf (from --local-state) is present: remove it and move the state with 'terraform -chdir=infra init -migrate-state ${INIT_ARGS[*]}'."
+fi
 case ${CI:-} in
 "" | 0 | false | FALSE | False | no) ;;
 *) AUTO_APPROVE=1 ;;
@@ -91,7 +118,11 @@ export ARM_SUBSCRIPTION_ID
 echo "==> subscription $ARM_SUBSCRIPTION_ID"
 
 echo "==> terraform apply${AUTO_APPROVE:+ (no confirmation: --yes or CI)}"
-terraform -chdir="$ROOT/infra" init -input=false
+if [[ -n $LOCAL_STATE ]]; then
+	echo "==> state in infra/terraform.tfstate (--local-state: this machine only)"
+	printf '# Written by scripts/deploy.sh --local-state: state on this machine only.\nterraform {\n  backend "local" {}\n}\n' >"$OVERRIDE"
+fi
+terraform -chdir="$ROOT/infra" init -input=false ${INIT_ARGS[@]+"${INIT_ARGS[@]}"}
 terraform -chdir="$ROOT/infra" apply -input=false ${APPLY_ARGS[@]+"${APPLY_ARGS[@]}"}
 
 APP=$(terraform -chdir="$ROOT/infra" output -raw function_app_name)

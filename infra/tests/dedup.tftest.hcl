@@ -7,11 +7,14 @@ mock_provider "azurerm" {
 mock_provider "time" {}
 
 variables {
-  location            = "westeurope"
-  name_suffix         = "t05"
-  kafka_brokers       = ["10.0.0.4:9092"]
-  kafka_sasl_username = "mirror-user"
-  kafka_sasl_password = "a-secret"
+  # Alerts notify someone (check.alert_targets; monitoring.tftest.hcl
+  # tests the warning without a target).
+  alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  location               = "westeurope"
+  name_suffix            = "t05"
+  kafka_brokers          = ["10.0.0.4:9092"]
+  kafka_sasl_username    = "mirror-user"
+  kafka_sasl_password    = "a-secret"
 }
 
 run "deduplication_off_grants_no_listen" {
@@ -34,5 +37,18 @@ run "deduplication_on_grants_data_receiver" {
       azurerm_linux_function_app.this.app_settings["MIRROR_DEDUPLICATE"] == "true"
     )
     error_message = "With mirror_deduplicate the app's identity must hold Data Receiver and MIRROR_DEDUPLICATE must be true."
+  }
+}
+
+# Issue 24, item 3: the app starts only after the wait that follows every
+# role of its identity, the Data Receiver role included.
+run "deduplication_role_is_waited_for" {
+  variables {
+    mirror_deduplicate = true
+  }
+
+  assert {
+    condition     = time_sleep.function_app_roles.triggers["eventhubs_receiver"] == azurerm_role_assignment.function_app_receiver[0].id
+    error_message = "With mirror_deduplicate the app's role wait must follow the Data Receiver assignment too."
   }
 }

@@ -77,11 +77,14 @@ override_resource {
 }
 
 variables {
-  location            = "westeurope"
-  name_suffix         = "t01"
-  kafka_brokers       = ["broker-0.kafka.example.com:9093", "broker-1.kafka.example.com:9093"]
-  kafka_sasl_username = "mirror-user"
-  kafka_sasl_password = "s3cr3t-Pa55word-do-not-leak"
+  # Alerts notify someone (check.alert_targets; monitoring.tftest.hcl
+  # tests the warning without a target).
+  alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  location               = "westeurope"
+  name_suffix            = "t01"
+  kafka_brokers          = ["broker-0.kafka.example.com:9093", "broker-1.kafka.example.com:9093"]
+  kafka_sasl_username    = "mirror-user"
+  kafka_sasl_password    = "s3cr3t-Pa55word-do-not-leak"
 }
 
 run "event_hubs_default_to_one_day_retention" {
@@ -329,6 +332,24 @@ run "function_app_runs_the_custom_handler_on_ep1" {
   }
 }
 
+# Issue 24, item 8: no publishing credentials (basic authentication) for
+# FTP or the SCM site; scripts/deploy.sh deploys with an Entra ID token.
+run "function_app_has_no_basic_auth_publishing" {
+  assert {
+    condition     = azurerm_linux_function_app.this.ftp_publish_basic_authentication_enabled == false && azurerm_linux_function_app.this.webdeploy_publish_basic_authentication_enabled == false
+    error_message = "FTP and SCM/WebDeploy basic authentication must be off."
+  }
+}
+
+# Issue 24, item 3: a new app's timer starts disabled; scripts/deploy.sh
+# enables it once /api/status shows the roles took effect.
+run "timer_starts_disabled_until_deploy_enables_it" {
+  assert {
+    condition     = azurerm_linux_function_app.this.app_settings["AzureWebJobs.MirrorTimer.Disabled"] == "true"
+    error_message = "A new app must start with AzureWebJobs.MirrorTimer.Disabled = true (scripts/deploy.sh enables the timer when the app is ready)."
+  }
+}
+
 run "app_settings_wire_every_handler_setting" {
   assert {
     condition = alltrue([
@@ -483,6 +504,12 @@ run "monitoring_and_outputs" {
   assert {
     condition     = azurerm_eventhub_namespace.this.tags["managed-by"] == "terraform" && azurerm_linux_function_app.this.tags["environment"] == "prod"
     error_message = "Resources must carry the standard tags."
+  }
+
+  # Issue 24, item 9: the addresses a Kafka firewall must allow.
+  assert {
+    condition     = output.function_app_possible_outbound_ip_addresses == azurerm_linux_function_app.this.possible_outbound_ip_address_list
+    error_message = "The app's possible outbound IP addresses must be an output (Kafka allowlists)."
   }
 }
 

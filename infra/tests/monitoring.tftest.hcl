@@ -9,14 +9,23 @@ mock_provider "azurerm" {
 mock_provider "time" {}
 
 variables {
-  location            = "westeurope"
-  name_suffix         = "t04"
-  kafka_brokers       = ["broker-0.kafka.example.com:9093"]
-  kafka_sasl_username = "mirror-user"
-  kafka_sasl_password = "not-a-real-password"
+  # Alerts notify someone (check.alert_targets; monitoring.tftest.hcl
+  # tests the warning without a target).
+  alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  location               = "westeurope"
+  name_suffix            = "t04"
+  kafka_brokers          = ["broker-0.kafka.example.com:9093"]
+  kafka_sasl_username    = "mirror-user"
+  kafka_sasl_password    = "not-a-real-password"
 }
 
 run "log_alerts_query_the_workspace" {
+  variables {
+    alert_action_group_ids = []
+  }
+
+  expect_failures = [check.alert_targets]
+
   assert {
     condition     = sort(keys(azurerm_monitor_scheduled_query_rules_alert_v2.this)) == tolist(["failed_runs", "gaps_oversized", "lag_growing", "not_running", "stalled"])
     error_message = "There must be a log alert for failed runs, a timer that does not run, gaps/oversized records, growing lag and lag without incoming messages."
@@ -145,6 +154,70 @@ run "throttling_alert_watches_the_namespace_metric" {
   }
 }
 
+# Issue 24, item 2: a rule created in the same apply as its workspace is
+# intermittently refused ("The workspace could not be found") while Azure
+# validates the query; the queries are compiled offline instead.
+run "log_alerts_skip_query_validation_at_creation" {
+  assert {
+    condition     = alltrue([for a in azurerm_monitor_scheduled_query_rules_alert_v2.this : a.skip_query_validation == true])
+    error_message = "Every log alert must set skip_query_validation (the workspace may not be queryable yet when the rule is created)."
+  }
+}
+
+# Issue 24, item 6: Capture metrics never reach the workspace, so Capture
+# is watched by a metric alert.
+run "capture_backlog_alert_watches_the_namespace_metric" {
+  assert {
+    condition = (
+      length(azurerm_monitor_metric_alert.capture_backlog) == 1 &&
+      tolist(azurerm_monitor_metric_alert.capture_backlog[0].scopes) == tolist([azurerm_eventhub_namespace.this.id]) &&
+      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].metric_namespace == "Microsoft.EventHub/namespaces" &&
+      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].metric_name == "CaptureBacklog" &&
+      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].aggregation == "Minimum" &&
+      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].operator == "GreaterThan" &&
+      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].threshold == 0 &&
+      azurerm_monitor_metric_alert.capture_backlog[0].window_size == "PT1H"
+    )
+    error_message = "A metric alert must fire when the namespace's CaptureBacklog stays above 0 for an hour."
+  }
+}
+
+run "capture_backlog_alert_follows_its_threshold_and_action_groups" {
+  variables {
+    alert_capture_backlog_threshold = 5000
+    alert_email_addresses           = ["oncall@example.com"]
+    alert_action_group_ids          = []
+  }
+
+  assert {
+    condition = (
+      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].threshold == 5000 &&
+      [for a in azurerm_monitor_metric_alert.capture_backlog[0].action : a.action_group_id] == [azurerm_monitor_action_group.email[0].id]
+    )
+    error_message = "The Capture alert must follow alert_capture_backlog_threshold and notify the action groups."
+  }
+}
+
+# Issue 24, item 10: without an e-mail address or action group, every alert
+# (several of severity 1) notifies nobody; every plan says so.
+run "alerts_without_targets_warn_in_the_plan" {
+  command = plan
+
+  variables {
+    alert_action_group_ids = []
+  }
+
+  expect_failures = [check.alert_targets]
+}
+
+run "alerts_with_a_target_do_not_warn" {
+  command = plan
+
+  variables {
+    alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  }
+}
+
 run "thresholds_and_action_groups_follow_variables" {
   variables {
     alert_email_addresses              = ["oncall@example.com", "mirror-team@example.org"]
@@ -212,7 +285,7 @@ run "alerts_can_be_turned_off" {
   }
 
   assert {
-    condition     = length(azurerm_monitor_scheduled_query_rules_alert_v2.this) == 0 && length(azurerm_monitor_metric_alert.throttled) == 0
+    condition     = length(azurerm_monitor_scheduled_query_rules_alert_v2.this) == 0 && length(azurerm_monitor_metric_alert.throttled) == 0 && length(azurerm_monitor_metric_alert.capture_backlog) == 0
     error_message = "alerts_enabled = false must create no alert rule."
   }
 }

@@ -22,11 +22,14 @@ override_resource {
 }
 
 variables {
-  location            = "westeurope"
-  name_suffix         = "t02"
-  kafka_brokers       = ["10.0.0.4:9092"]
-  kafka_sasl_username = "mirror-user"
-  kafka_sasl_password = "another-secret"
+  # Alerts notify someone (check.alert_targets; monitoring.tftest.hcl
+  # tests the warning without a target).
+  alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  location               = "westeurope"
+  name_suffix            = "t02"
+  kafka_brokers          = ["10.0.0.4:9092"]
+  kafka_sasl_username    = "mirror-user"
+  kafka_sasl_password    = "another-secret"
 }
 
 run "retention_and_partitions_can_be_overridden_per_hub" {

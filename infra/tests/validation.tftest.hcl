@@ -10,11 +10,14 @@ mock_provider "azurerm" {
 mock_provider "time" {}
 
 variables {
-  location            = "westeurope"
-  name_suffix         = "t03"
-  kafka_brokers       = ["broker-0.kafka.example.com:9093"]
-  kafka_sasl_username = "mirror-user"
-  kafka_sasl_password = "not-a-real-password"
+  # Alerts notify someone (check.alert_targets; monitoring.tftest.hcl
+  # tests the warning without a target).
+  alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  location               = "westeurope"
+  name_suffix            = "t03"
+  kafka_brokers          = ["broker-0.kafka.example.com:9093"]
+  kafka_sasl_username    = "mirror-user"
+  kafka_sasl_password    = "not-a-real-password"
 }
 
 run "valid_boundary_values_are_accepted" {
