@@ -70,6 +70,8 @@ type ChildSpec struct {
 	// drains.
 	Records       int64         `json:"records,omitempty"`
 	DrainDuration time.Duration `json:"drain_duration_ns,omitempty"`
+	// Partitioning, when set, is a quota phase's MIRROR_PARTITIONING.
+	Partitioning string `json:"partitioning,omitempty"`
 }
 
 // PhaseResult is what a child measured.

@@ -41,6 +41,8 @@ type QuotaConfig struct {
 	// DrainSeconds is each drain's duration bound in quota time (the
 	// timer's drains are bounded by the function's budget). Default 60.
 	DrainSeconds float64
+	// Partitioning is the engine's MIRROR_PARTITIONING. Default hash.
+	Partitioning mirror.Partitioning
 }
 
 func (c QuotaConfig) withDefaults() QuotaConfig {
@@ -62,15 +64,19 @@ func (c QuotaConfig) withDefaults() QuotaConfig {
 	if c.DrainSeconds <= 0 {
 		c.DrainSeconds = 60
 	}
+	if c.Partitioning == "" {
+		c.Partitioning = mirror.PartitionByHash
+	}
 	return c
 }
 
 // QuotaResult is one quota run. Rates, times and latencies are in quota
 // time (real ones times Scale), so they read as a real namespace's.
 type QuotaResult struct {
-	Case  string  `json:"case"`
-	Units int     `json:"units"`
-	Scale float64 `json:"time_scale"` // quota seconds per real second
+	Case         string              `json:"case"`
+	Units        int                 `json:"units"`
+	Partitioning mirror.Partitioning `json:"partitioning"`
+	Scale        float64             `json:"time_scale"` // quota seconds per real second
 	// QuotaEventsPerSec and QuotaBytesPerSec are the namespace's quota.
 	QuotaEventsPerSec float64 `json:"quota_events_per_sec"`
 	QuotaBytesPerSec  float64 `json:"quota_bytes_per_sec"`
@@ -92,6 +98,8 @@ type QuotaResult struct {
 	UsefulFraction float64 `json:"useful_fraction_of_quota"`
 	Drains         int     `json:"drains"`
 	FailedDrains   int     `json:"failed_drains"`
+	// Failures are the summaries of the first failed drains.
+	Failures string `json:"failures,omitempty"`
 	// Throttled counts the sends the drains saw refused; ThrottledRequests
 	// is the emulator's count (what the eventhubs-throttled alert sees).
 	Throttled         int64 `json:"throttled"`
@@ -129,7 +137,7 @@ func runQuota(ctx context.Context, cfg Config, sp spawner, qc QuotaConfig) ([]Qu
 func quotaRun(ctx context.Context, sp spawner, qc QuotaConfig, shape Shape, units int) (QuotaResult, error) {
 	q := emulator.Quota{ThroughputUnits: units, Period: qc.Period}
 	scale := float64(time.Second) / float64(qc.Period)
-	res := QuotaResult{Case: shape.Name, Units: units, Scale: scale,
+	res := QuotaResult{Case: shape.Name, Units: units, Partitioning: qc.Partitioning, Scale: scale,
 		QuotaEventsPerSec: float64(units * emulator.DefaultIngressEventsPerUnit),
 		QuotaBytesPerSec:  float64(units * emulator.DefaultIngressBytesPerUnit)}
 	in, err := startInfraWith(ctx, shape, infraOptions{Quota: q, PartitionBytes: 64 << 20})
@@ -155,6 +163,7 @@ func quotaRun(ctx context.Context, sp spawner, qc QuotaConfig, shape Shape, unit
 	spec.Phase, spec.PerPartition, spec.Group = PhaseQuota, perPartition, "bench-quota"
 	spec.Records = res.Backlog + liveN
 	spec.DrainDuration = time.Duration(qc.DrainSeconds * float64(qc.Period))
+	spec.Partitioning = string(qc.Partitioning)
 	spec.Timeout = 20 * time.Minute
 	liveStart := time.Now()
 	var st0, st1 emulator.Stats
@@ -192,7 +201,7 @@ func quotaRun(ctx context.Context, sp spawner, qc QuotaConfig, shape Shape, unit
 	if events > 0 {
 		res.UsefulFraction = res.Fraction * float64(distinct) / events
 	}
-	res.Drains, res.FailedDrains, res.Throttled = pr.Drains, pr.FailedDrains, pr.Throttled
+	res.Drains, res.FailedDrains, res.Throttled, res.Failures = pr.Drains, pr.FailedDrains, pr.Throttled, pr.Note
 	res.ThrottledRequests = st1.ThrottledRequests - st0.ThrottledRequests
 	res.Duplicates = int64(events) - distinct
 	res.PeakRSS = pr.PeakRSS
@@ -281,7 +290,11 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 		return err
 	}
 	defer func() { _ = sink.Close(context.WithoutCancel(ctx)) }()
-	eng, err := mirror.New(src, sink, engineOptions(logger))
+	opts := engineOptions(logger)
+	if spec.Partitioning != "" {
+		opts.Partitioning = mirror.Partitioning(spec.Partitioning)
+	}
+	eng, err := mirror.New(src, sink, opts)
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -301,7 +314,7 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 		if rep.Failed() {
 			m.res.FailedDrains++
 			if len(problems) < 3 {
-				problems = append(problems, rep.Summary())
+				problems = append(problems, rep.Summary()+": "+firstError(rep))
 			}
 		}
 		records += rep.Records
@@ -320,6 +333,19 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 	return nil
 }
 
+// firstError is a failed report's first problem.
+func firstError(rep *mirror.Report) string {
+	if len(rep.Errors) > 0 {
+		return rep.Errors[0]
+	}
+	for _, p := range rep.Partitions {
+		if p.Error != "" {
+			return p.String()
+		}
+	}
+	return ""
+}
+
 // PrintQuotaTable writes the quota runs as a table.
 func PrintQuotaTable(w io.Writer, rs []QuotaResult) error {
 	if len(rs) == 0 {
@@ -329,14 +355,19 @@ func PrintQuotaTable(w io.Writer, rs []QuotaResult) error {
 	fmt.Fprintf(&b, "\nquota: catch-up at the namespace's ingress quota (emulator, %g× compressed time; rates and latencies in quota time).\n", rs[0].Scale)
 	fmt.Fprintf(&b, "fraction = accepted events/s or bytes/s (encoded, as the quota counts, duplicates included) ÷ the quota, whichever is larger; useful = the part carrying each record once. records/s and MB/s (10^6 value bytes) count each record once.\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tTU\tbacklog\tlive\tcatch-up s\tevents/s\trecords/s\tvalue MB/s\tfraction\tuseful\tdrains\tfailed\tthrottled\tThrottledRequests\tduplicates\tpeak RSS MB\tlive p50 s\tlive p99 s\tlive max s\t")
+	fmt.Fprintln(tw, "case\tpartitioning\tTU\tbacklog\tlive\tcatch-up s\tevents/s\trecords/s\tvalue MB/s\tfraction\tuseful\tdrains\tfailed\tthrottled\tThrottledRequests\tduplicates\tpeak RSS MB\tlive p50 s\tlive p99 s\tlive max s\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t\n",
-			r.Case, r.Units, r.Backlog, r.Live, r.Seconds, r.EventsPerSec, r.RecordsPerSec, r.MBPerSec, r.Fraction, r.UsefulFraction, r.Drains, r.FailedDrains,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t\n",
+			r.Case, r.Partitioning, r.Units, r.Backlog, r.Live, r.Seconds, r.EventsPerSec, r.RecordsPerSec, r.MBPerSec, r.Fraction, r.UsefulFraction, r.Drains, r.FailedDrains,
 			r.Throttled, r.ThrottledRequests, r.Duplicates, float64(r.PeakRSS)/1e6, r.LiveP50Sec, r.LiveP99Sec, r.LiveMaxSec)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range rs {
+		if r.Failures != "" {
+			fmt.Fprintf(&b, "%s %d TU failed drains: %s\n", r.Case, r.Units, r.Failures)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
