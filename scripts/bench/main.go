@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ehmirror/ehmirror/bench"
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 func main() {
@@ -52,7 +53,8 @@ func run() error {
 	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota)")
 	var lc bench.LatencyConfig
 	var qc bench.QuotaConfig
-	var quotaUnits, quotaSizes string
+	var quotaUnits, quotaSizes, quotaPartitioning string
+	flag.StringVar(&quotaPartitioning, "quota-partitioning", "hash", "quota case: MIRROR_PARTITIONING (hash, kafka-murmur2, preserve, round-robin)")
 	flag.StringVar(&quotaSizes, "quota-sizes", "100,1024", "quota case: value sizes in bytes (keyed records)")
 	flag.StringVar(&quotaUnits, "quota-units", "1,2", "quota case: namespace sizes in throughput units")
 	flag.DurationVar(&qc.Period, "quota-period", 100*time.Millisecond, "quota case: the emulator grants a unit's 1 MiB or 1,000 events per this period (compressed time; 1s is real time)")
@@ -97,6 +99,9 @@ func run() error {
 			name = strconv.Itoa(n/1024) + "KiB-keyed"
 		}
 		qc.Shapes = append(qc.Shapes, bench.Shape{Name: name, Size: n, Keyed: true})
+	}
+	if qc.Partitioning, err = mirror.ParsePartitioning(quotaPartitioning); err != nil {
+		return fmt.Errorf("-quota-partitioning: %w", err)
 	}
 	if cases == "" {
 		cfg.Far, cfg.TLS, cfg.Latency, cfg.Quota = true, true, &lc, &qc
