@@ -43,6 +43,8 @@ type QuotaConfig struct {
 	DrainSeconds float64
 	// Partitioning is the engine's MIRROR_PARTITIONING. Default hash.
 	Partitioning mirror.Partitioning
+	// Deduplicate runs the drains with MIRROR_DEDUPLICATE on.
+	Deduplicate bool
 }
 
 func (c QuotaConfig) withDefaults() QuotaConfig {
@@ -76,6 +78,7 @@ type QuotaResult struct {
 	Case         string              `json:"case"`
 	Units        int                 `json:"units"`
 	Partitioning mirror.Partitioning `json:"partitioning"`
+	Deduplicate  bool                `json:"deduplicate,omitempty"`
 	Scale        float64             `json:"time_scale"` // quota seconds per real second
 	// QuotaEventsPerSec and QuotaBytesPerSec are the namespace's quota.
 	QuotaEventsPerSec float64 `json:"quota_events_per_sec"`
@@ -137,7 +140,7 @@ func runQuota(ctx context.Context, cfg Config, sp spawner, qc QuotaConfig) ([]Qu
 func quotaRun(ctx context.Context, sp spawner, qc QuotaConfig, shape Shape, units int) (QuotaResult, error) {
 	q := emulator.Quota{ThroughputUnits: units, Period: qc.Period}
 	scale := float64(time.Second) / float64(qc.Period)
-	res := QuotaResult{Case: shape.Name, Units: units, Partitioning: qc.Partitioning, Scale: scale,
+	res := QuotaResult{Case: shape.Name, Units: units, Partitioning: qc.Partitioning, Deduplicate: qc.Deduplicate, Scale: scale,
 		QuotaEventsPerSec: float64(units * emulator.DefaultIngressEventsPerUnit),
 		QuotaBytesPerSec:  float64(units * emulator.DefaultIngressBytesPerUnit)}
 	in, err := startInfraWith(ctx, shape, infraOptions{Quota: q, PartitionBytes: 64 << 20})
@@ -163,7 +166,7 @@ func quotaRun(ctx context.Context, sp spawner, qc QuotaConfig, shape Shape, unit
 	spec.Phase, spec.PerPartition, spec.Group = PhaseQuota, perPartition, "bench-quota"
 	spec.Records = res.Backlog + liveN
 	spec.DrainDuration = time.Duration(qc.DrainSeconds * float64(qc.Period))
-	spec.Partitioning = string(qc.Partitioning)
+	spec.Partitioning, spec.Deduplicate = string(qc.Partitioning), qc.Deduplicate
 	spec.Timeout = 20 * time.Minute
 	liveStart := time.Now()
 	var st0, st1 emulator.Stats
@@ -294,7 +297,12 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 	if spec.Partitioning != "" {
 		opts.Partitioning = mirror.Partitioning(spec.Partitioning)
 	}
-	eng, err := mirror.New(src, sink, opts)
+	var engSink mirror.Sink = sink
+	if spec.Deduplicate {
+		opts.Deduplicate = true
+		engSink = readingSink{countingSink: countingSink{Sink: sink, c: &counters{}}, HubReader: sink}
+	}
+	eng, err := mirror.New(src, engSink, opts)
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -357,8 +365,12 @@ func PrintQuotaTable(w io.Writer, rs []QuotaResult) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "case\tpartitioning\tTU\tbacklog\tlive\tcatch-up s\tevents/s\trecords/s\tvalue MB/s\tfraction\tuseful\tdrains\tfailed\tthrottled\tThrottledRequests\tduplicates\tpeak RSS MB\tlive p50 s\tlive p99 s\tlive max s\t")
 	for _, r := range rs {
+		part := string(r.Partitioning)
+		if r.Deduplicate {
+			part += "+dedup"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t\n",
-			r.Case, r.Partitioning, r.Units, r.Backlog, r.Live, r.Seconds, r.EventsPerSec, r.RecordsPerSec, r.MBPerSec, r.Fraction, r.UsefulFraction, r.Drains, r.FailedDrains,
+			r.Case, part, r.Units, r.Backlog, r.Live, r.Seconds, r.EventsPerSec, r.RecordsPerSec, r.MBPerSec, r.Fraction, r.UsefulFraction, r.Drains, r.FailedDrains,
 			r.Throttled, r.ThrottledRequests, r.Duplicates, float64(r.PeakRSS)/1e6, r.LiveP50Sec, r.LiveP99Sec, r.LiveMaxSec)
 	}
 	if err := tw.Flush(); err != nil {

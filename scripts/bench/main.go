@@ -54,6 +54,7 @@ func run() error {
 	var lc bench.LatencyConfig
 	var qc bench.QuotaConfig
 	var quotaUnits, quotaSizes, quotaPartitioning string
+	flag.BoolVar(&qc.Deduplicate, "quota-deduplicate", false, "quota case: MIRROR_DEDUPLICATE=true")
 	flag.StringVar(&quotaPartitioning, "quota-partitioning", "hash", "quota case: MIRROR_PARTITIONING (hash, kafka-murmur2, preserve, round-robin)")
 	flag.StringVar(&quotaSizes, "quota-sizes", "100,1024", "quota case: value sizes in bytes (keyed records)")
 	flag.StringVar(&quotaUnits, "quota-units", "1,2", "quota case: namespace sizes in throughput units")
