@@ -14,8 +14,8 @@ import (
 
 // TestQuotaCase runs the quota case small: 1 throughput unit at twice the
 // speed of time, a backlog of 6 seconds of quota. Every record arrives, no
-// drain fails, and every refusal the emulator counted reached the drains'
-// reports.
+// drain fails, and the drains' reports count the refusals the emulator
+// counted.
 func TestQuotaCase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -56,8 +56,10 @@ func TestQuotaCase(t *testing.T) {
 	if q.Duplicates < 0 || q.UsefulFraction <= 0 || q.UsefulFraction > q.Fraction {
 		t.Errorf("%d duplicates (negative: records missing from the hubs), useful fraction %v of %v", q.Duplicates, q.UsefulFraction, q.Fraction)
 	}
-	if q.ThrottledRequests == 0 || q.Throttled != q.ThrottledRequests {
-		t.Errorf("the emulator counted %d throttled requests, the drains %d: want the same, above 0", q.ThrottledRequests, q.Throttled)
+	// A refusal that arrives after its send gave up at a drain's end is
+	// counted by the emulator only.
+	if q.Throttled == 0 || q.Throttled > q.ThrottledRequests {
+		t.Errorf("the emulator counted %d throttled requests, the drains %d: want some, the drains' at most the emulator's", q.ThrottledRequests, q.Throttled)
 	}
 	var table bytes.Buffer
 	if err := bench.PrintQuotaTable(&table, res.Quota); err != nil {
