@@ -16,9 +16,10 @@ const DrainLogMessage = "drain"
 // records, bytes, lag (after the drain; -1 unknown), partitions, errors,
 // gaps (partitions with records lost to retention), oversized (records
 // skipped plus partitions stopped at an oversized record), duration_ms,
-// budget_ms, stopped and throttled (sends refused with server-busy). The structured line is at level ERROR when records
-// could not be mirrored, else INFO. startFailed says the drain could not
-// start (its lag is then unknown).
+// budget_ms, stopped and throttled (sends refused with server-busy). The
+// structured line is at level ERROR when records could not be mirrored,
+// else INFO. startFailed says the drain could not start (its lag is then
+// unknown).
 func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger string, budget time.Duration, startFailed bool) {
 	for _, e := range rep.Errors {
 		logger.WarnContext(ctx, "drain error: "+strings.ReplaceAll(e, "\n", "; "), "run", rep.Run, "trigger", trigger)
