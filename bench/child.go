@@ -65,6 +65,13 @@ type ChildSpec struct {
 	// clean-drain cost: floors, the commit before sending, the Listen
 	// check).
 	Deduplicate bool `json:"deduplicate,omitempty"`
+	// Records is how many records a quota phase mirrors in all (backlog
+	// and records produced meanwhile); DrainDuration bounds each of its
+	// drains.
+	Records       int64         `json:"records,omitempty"`
+	DrainDuration time.Duration `json:"drain_duration_ns,omitempty"`
+	// Partitioning, when set, is a quota phase's MIRROR_PARTITIONING.
+	Partitioning string `json:"partitioning,omitempty"`
 }
 
 // PhaseResult is what a child measured.
@@ -93,6 +100,11 @@ type PhaseResult struct {
 	Counters Counters `json:"counters"`
 	// Note says anything worth knowing, e.g. the drain's stop reason.
 	Note string `json:"note,omitempty"`
+	// Drains, FailedDrains and Throttled (sends refused with server-busy)
+	// are the quota phase's drains.
+	Drains       int   `json:"drains,omitempty"`
+	FailedDrains int   `json:"failed_drains,omitempty"`
+	Throttled    int64 `json:"throttled,omitempty"`
 }
 
 // ChildSpecFromEnv returns the spec of a child process, or nil when this
@@ -199,6 +211,8 @@ func RunChild(ctx context.Context, spec ChildSpec, w io.Writer, logger *slog.Log
 		err = sendPhase(ctx, spec, m)
 	case PhaseMirror:
 		err = mirrorPhase(ctx, spec, m, logger)
+	case PhaseQuota:
+		err = quotaPhase(ctx, spec, m, logger)
 	default:
 		err = fmt.Errorf("unknown phase %q", spec.Phase)
 	}

@@ -44,6 +44,8 @@ type infraOptions struct {
 	TLS *benchPKI
 	// PartitionBytes overrides emulatorPartitionBytes.
 	PartitionBytes int64
+	// Quota is the emulator's ingress quota (default none).
+	Quota emulator.Quota
 }
 
 // startInfra starts kfake with the benchmark's topics and the emulator with
@@ -84,7 +86,7 @@ func startInfraWith(ctx context.Context, shape Shape, opts infraOptions) (*infra
 		return nil, fmt.Errorf("starting kfake: %w", err)
 	}
 	in.cluster = cluster
-	ecfg := emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs}
+	ecfg := emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs, Quota: opts.Quota}
 	if opts.TLS != nil {
 		ecfg.TLSListen, ecfg.TLSCertificate = "127.0.0.1:0", &opts.TLS.server.Certificates[0]
 	}

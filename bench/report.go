@@ -104,6 +104,9 @@ func (r *Results) JSON() []map[string]any {
 			})
 		}
 	}
+	for _, q := range r.Quota {
+		out = append(out, map[string]any{"case": fmt.Sprintf("quota/%s/%dTU", q.Case, q.Units), "quota": q})
+	}
 	for _, l := range r.Latency {
 		name := "latency-follow-off"
 		if l.Follow {

@@ -63,6 +63,9 @@ type Config struct {
 	Far, TLS bool
 	// Latency, when non-nil, runs the steady-load latency case.
 	Latency *LatencyConfig
+	// Quota, when non-nil, runs the quota case (the namespace's ingress
+	// quota, see QuotaConfig).
+	Quota *QuotaConfig
 	// Logger receives progress. Default: text on stderr.
 	Logger *slog.Logger
 	// ChildStderr receives the children's diagnostics. Default os.Stderr.
@@ -234,6 +237,8 @@ type Results struct {
 	Conditions []ConditionCase `json:"conditions,omitempty"`
 	// Latency are the steady-load latency runs (follow mode off and on).
 	Latency []LatencyResult `json:"latency,omitempty"`
+	// Quota are the quota case's runs.
+	Quota []QuotaResult `json:"quota,omitempty"`
 	// IdleDrainsMs are every case's idle drains, in milliseconds.
 	IdleDrainsMs []float64 `json:"idle_drains_ms"`
 	// StartToReadyMs are the handler's start-to-ready samples.
@@ -289,6 +294,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if cfg.Latency != nil {
 		lr, err := runLatency(ctx, cfg, *cfg.Latency)
 		res.Latency = append(res.Latency, lr...)
+		if err != nil {
+			return res, err
+		}
+	}
+	if cfg.Quota != nil {
+		qr, err := runQuota(ctx, cfg, sp, *cfg.Quota)
+		res.Quota = append(res.Quota, qr...)
 		if err != nil {
 			return res, err
 		}

@@ -12,7 +12,9 @@
 // by size. Tokens: SAS with shared access policies per namespace and hub
 // (Listen, Send, Manage) and Entra ID JWTs with role assignments ([EntraID]).
 // Transports: plain AMQP, amqps and AMQP over WebSockets. An optional data
-// directory keeps events across restarts.
+// directory keeps events across restarts. An optional [Quota] throttles the
+// namespace's ingress to its throughput units with the service's
+// server-busy answer, counted in [Stats].ThrottledRequests.
 //
 // A test starts a server on a free port and points the SDK at it:
 //

@@ -31,10 +31,10 @@ func TestAtTheNamespaceQuota(t *testing.T) {
 	bp := e.newProducer(producerConfig{Tag: "backlog", ValueSize: 100})
 	bp.produce(ctx, backlog)
 	p := e.startProducer(producerConfig{Tag: "live", ValueSize: 100})
-	loop := e.startDrains(m, "drain", mirror.Limits{MaxDuration: 5 * time.Second})
+	loop := e.startDrains(m, "drain", mirror.Limits{MaxDuration: 8 * time.Second})
 	// The quota is a fault for the whole window: every drain in it is
 	// faulted (its records in flight count against the duplicate bound).
-	for end := time.Now().Add(scale(12*time.Second, 120*time.Second)); time.Now().Before(end); {
+	for end := time.Now().Add(scale(16*time.Second, 120*time.Second)); time.Now().Before(end); {
 		e.inject("namespace quota: 1 TU per " + period.String())
 		sleepCtx(ctx, 250*time.Millisecond)
 	}
@@ -67,7 +67,7 @@ func TestAtTheNamespaceQuota(t *testing.T) {
 			continue // counted below
 		}
 		var buf bytes.Buffer
-		mirror.LogReport(ctx, slog.New(slog.NewTextHandler(&buf, nil)), r, "catchup", 5*time.Second, false)
+		mirror.LogReport(ctx, slog.New(slog.NewTextHandler(&buf, nil)), r, "catchup", 8*time.Second, false)
 		line := drainLine(buf.String())
 		if !strings.Contains(line, "level=INFO") || !strings.Contains(line, " throttled=") || strings.Contains(line, " throttled=0") {
 			t.Errorf("a throttled drain that made progress logs %q, want level INFO and throttled=N", line)

@@ -22,8 +22,8 @@ const DrainLogMessage = "drain"
 // or unknown) and latency_p50_ms, latency_p99_ms (Event Hubs'
 // acknowledgement minus the Kafka timestamp of the records mirrored; -1
 // without records), paused_age_ms (how long the oldest pause of a paused
-// topic had lasted; 0 when none). The structured line is at level ERROR when records
-// could not be mirrored, else INFO. startFailed says the drain could not
+// topic had lasted; 0 when none). The structured line is at level ERROR
+// when records could not be mirrored, else INFO. startFailed says the drain could not
 // start (its lag is then unknown).
 func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger string, budget time.Duration, startFailed bool) {
 	for _, e := range rep.Errors {

@@ -52,8 +52,8 @@ type Report struct {
 	// namespace's throughput units were exhausted; each was retried), and
 	// ThrottledWait is the time senders spent backing off after them,
 	// summed over the drain's hub partitions. A batch still refused when
-	// reading ended is left for the next drain, not failed, once the drain
-	// acknowledged anything.
+	// reading ended is left for the next drain, not failed, when the drain
+	// acknowledged anything or was canceled.
 	Throttled     int64         `json:"throttled,omitempty"`
 	ThrottledWait time.Duration `json:"throttled_wait_ns,omitempty"`
 	// Stopped says why the drain ended.

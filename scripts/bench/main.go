@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ehmirror/ehmirror/bench"
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 func main() {
@@ -49,8 +50,16 @@ func run() error {
 	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send and mirror per case; the fastest counts (default 2, quick 1)")
 	flag.Int64Var(&cfg.Records, "records", 0, "records per case (0: size each case for -seconds of mirroring)")
 	flag.Float64Var(&cfg.Seconds, "seconds", 10, "target seconds of each case's mirror drain when -records is 0")
-	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency)")
+	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota)")
 	var lc bench.LatencyConfig
+	var qc bench.QuotaConfig
+	var quotaUnits, quotaSizes, quotaPartitioning string
+	flag.BoolVar(&qc.Deduplicate, "quota-deduplicate", false, "quota case: MIRROR_DEDUPLICATE=true")
+	flag.StringVar(&quotaPartitioning, "quota-partitioning", "hash", "quota case: MIRROR_PARTITIONING (hash, kafka-murmur2, preserve, round-robin)")
+	flag.StringVar(&quotaSizes, "quota-sizes", "100,1024", "quota case: value sizes in bytes (keyed records)")
+	flag.StringVar(&quotaUnits, "quota-units", "1,2", "quota case: namespace sizes in throughput units")
+	flag.DurationVar(&qc.Period, "quota-period", 100*time.Millisecond, "quota case: the emulator grants a unit's 1 MiB or 1,000 events per this period (compressed time; 1s is real time)")
+	flag.Float64Var(&qc.BacklogMinutes, "quota-backlog-minutes", 3, "quota case: the backlog in minutes of quota")
 	var follow string
 	flag.IntVar(&lc.Rate, "latency-rate", 20000, "latency case: records per second (1 KiB, keyed)")
 	flag.DurationVar(&lc.Duration, "latency-duration", 60*time.Second, "latency case: how long the producer writes")
@@ -74,8 +83,29 @@ func run() error {
 		}
 		lc.Follow = append(lc.Follow, b)
 	}
+	for v := range strings.SplitSeq(quotaUnits, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > 40 {
+			return fmt.Errorf("-quota-units: %q is not a number of throughput units 1..40", v)
+		}
+		qc.Units = append(qc.Units, n)
+	}
+	for v := range strings.SplitSeq(quotaSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-quota-sizes: %q is not a size in bytes", v)
+		}
+		name := strconv.Itoa(n) + "B-keyed"
+		if n%1024 == 0 {
+			name = strconv.Itoa(n/1024) + "KiB-keyed"
+		}
+		qc.Shapes = append(qc.Shapes, bench.Shape{Name: name, Size: n, Keyed: true})
+	}
+	if qc.Partitioning, err = mirror.ParsePartitioning(quotaPartitioning); err != nil {
+		return fmt.Errorf("-quota-partitioning: %w", err)
+	}
 	if cases == "" {
-		cfg.Far, cfg.TLS, cfg.Latency = true, true, &lc
+		cfg.Far, cfg.TLS, cfg.Latency, cfg.Quota = true, true, &lc, &qc
 	} else {
 		all := map[string]bench.Shape{}
 		for _, s := range bench.DefaultShapes() {
@@ -91,6 +121,9 @@ func run() error {
 				continue
 			case "latency":
 				cfg.Latency = &lc
+				continue
+			case "quota":
+				cfg.Quota = &qc
 				continue
 			}
 			s, ok := all[name]
@@ -109,8 +142,11 @@ func run() error {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	res, err := bench.Run(ctx, cfg)
-	if res != nil && (len(res.Cases) > 0 || len(res.Conditions) > 0 || len(res.Latency) > 0) {
+	if res != nil && (len(res.Cases) > 0 || len(res.Conditions) > 0 || len(res.Latency) > 0 || len(res.Quota) > 0) {
 		if perr := res.PrintTable(os.Stdout); perr != nil {
+			err = errors.Join(err, perr)
+		}
+		if perr := bench.PrintQuotaTable(os.Stdout, res.Quota); perr != nil {
 			err = errors.Join(err, perr)
 		}
 		if out == "" {
