@@ -186,6 +186,9 @@ func (l *loader) checkAWS(a AWS) {
 			l.problem(KafkaAWSWebIdentityScope, "missing; the Entra ID token for %s needs a scope whose audience the AWS IAM OIDC provider trusts, e.g. api://AzureADTokenExchange/.default", KafkaAWSRoleARN)
 		}
 	case keys:
+		if l.has(KafkaOAuthClientID) {
+			l.problem(KafkaOAuthClientID, "set, but %s=%s uses it only with %s (the managed identity whose token is exchanged for the role)", KafkaSASLMechanism, MechanismAWSMSKIAM, KafkaAWSRoleARN)
+		}
 		if a.AccessKeyID == "" {
 			l.problem(KafkaAWSAccessKeyID, "missing; %s is set", KafkaAWSSecretAccessKey)
 		} else if a.SecretAccessKey == "" && !l.has(KafkaAWSSecretAccessKey) {

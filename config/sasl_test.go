@@ -107,6 +107,7 @@ func TestBadOAuthAndMSKSettings(t *testing.T) {
 		{msk, KafkaAWSSecretAccessKey, "", map[string]string{KafkaAWSRoleARN: "", KafkaAWSWebIdentityScope: "", KafkaAWSAccessKeyID: "AKIA"}},
 		{msk, KafkaAWSAccessKeyID, "", map[string]string{KafkaAWSRoleARN: "", KafkaAWSWebIdentityScope: "", KafkaAWSSecretAccessKey: "aws-very-secret"}},
 		{msk, KafkaAWSSTSEndpoint, "sts", nil},
+		{msk, KafkaOAuthClientID, "mi-client", map[string]string{KafkaAWSRoleARN: "", KafkaAWSWebIdentityScope: "", KafkaAWSAccessKeyID: "AKIA", KafkaAWSSecretAccessKey: "aws-very-secret"}},
 		{msk, KafkaOAuthScope, "x", nil},
 	}
 	for _, c := range cases {
