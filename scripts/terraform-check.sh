@@ -4,27 +4,18 @@
 # then the KQL of the alerts and the dashboard through the Kusto language
 # service (needs node and npm).
 #
-# Works on a machine that has Go and git:
+# Works on a fresh machine that has only Go:
 #   * terraform: the one on PATH if it is >= 1.7 (mock providers), otherwise
 #     built with `go install github.com/hashicorp/terraform@v1.8.5`;
-#   * azurerm: no registry access here, so the provider is built once (20–35
-#     minutes) from the released commit of tag v5.2.0 (8d8282ef5bee; its
-#     dependencies from the Go module proxy, checked against its go.sum) and
-#     cached outside the
-#     repository in ${EHMIRROR_CACHE:-$HOME/.cache/ehmirror}, keyed by commit,
-#     then used via dev_overrides. The Go module proxy does not serve that
-#     commit (403 for its pseudo-version), so the source comes from git:
-#     AZURERM_GIT names a git repository (a local git directory or a URL) that
-#     holds the commit; default https://github.com/hashicorp/terraform-provider-azurerm.git.
-#     The checked-out commit is verified against the full hash below.
+#   * azurerm: no registry access here, so the provider is built from the Go
+#     module proxy once (about 20 minutes) and cached outside the repository in
+#     ${EHMIRROR_CACHE:-$HOME/.cache/ehmirror}, then used via dev_overrides.
 # Anything missing or broken fails the run; nothing is skipped.
 set -euo pipefail
 
 AZURERM_MODULE=github.com/hashicorp/terraform-provider-azurerm
-AZURERM_TAG=v5.2.0
-AZURERM_FULL_COMMIT=8d8282ef5bee6861b43a9532e948498e3355c0cb # = tag v5.2.0
-AZURERM_COMMIT=${AZURERM_FULL_COMMIT:0:12}
-AZURERM_GIT=${AZURERM_GIT:-https://github.com/hashicorp/terraform-provider-azurerm.git}
+AZURERM_VERSION=v1.44.1-0.20260824201233-fae580791926 # commit fae580791926 = azurerm v5.2.0
+AZURERM_COMMIT=fae580791926
 # hashicorp/time (time_sleep: waits for role assignments to propagate).
 TIME_MODULE=github.com/hashicorp/terraform-provider-time
 TIME_VERSION=v0.14.2
@@ -40,8 +31,8 @@ INFRA=$ROOT/infra
 CACHE=${EHMIRROR_CACHE:-$HOME/.cache/ehmirror}
 PROVIDER_DIR=$CACHE/terraform-provider-azurerm/$AZURERM_COMMIT
 PROVIDER_BIN=$PROVIDER_DIR/terraform-provider-azurerm
-# Written after a successful build: the commit and the binary's sha256.
-PROVIDER_STAMP=$PROVIDER_DIR/BUILT_FROM
+# A build started by hand earlier (same module version) may already be here.
+PREBUILT_PROVIDER=$CACHE/tfprovider-build/terraform-provider-azurerm
 TIME_PROVIDER_DIR=$CACHE/terraform-provider-time/$TIME_VERSION
 TIME_PROVIDER_BIN=$TIME_PROVIDER_DIR/terraform-provider-time
 
@@ -84,68 +75,11 @@ go_install() {
 	say "built $what in $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
 }
 
-# go_build DIR OUT WHAT: go build of the main package in DIR (dependencies
-# from the Go module proxy, checked against DIR's go.sum), with a heartbeat
-# each minute.
-go_build() {
-	local dir=$1 out=$2 what=$3 log=$WORK/go-build.log start=$SECONDS next=60
-	go -C "$dir" build -mod=readonly -trimpath -o "$out" . >"$log" 2>&1 &
-	BUILD_PID=$!
-	while kill -0 "$BUILD_PID" 2>/dev/null; do
-		sleep 5
-		if ((SECONDS - start >= next)); then
-			say "still building $what… $(((SECONDS - start) / 60)) min elapsed"
-			next=$((next + 60))
-		fi
-	done
-	if ! wait "$BUILD_PID"; then
-		BUILD_PID=
-		tail -n 40 "$log" >&2
-		die "go build of $what failed (log above)."
-	fi
-	BUILD_PID=
-	say "built $what in $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
-}
-
-# is_expected_provider FILE MODULE VERSION: a complete Go binary built from
-# the pinned module version (the time provider).
+# is_expected_provider FILE [MODULE VERSION]: a complete Go binary built from
+# the pinned module version (azurerm by default).
 is_expected_provider() {
-	local module=$2 version=$3
+	local module=${2:-$AZURERM_MODULE} version=${3:-$AZURERM_VERSION}
 	[[ -x $1 ]] && go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$module[[:space:]]+$version([[:space:]]|\$)"
-}
-
-# azurerm_stamp: what $PROVIDER_STAMP says about a build of the pinned commit.
-azurerm_stamp() {
-	printf 'commit %s\nsha256 %s\n' "$AZURERM_FULL_COMMIT" "$(sha256sum "$PROVIDER_BIN" | cut -d' ' -f1)"
-}
-
-# is_expected_azurerm: the cached azurerm binary is a Go build of the
-# provider's main package from the pinned commit, unchanged since.
-is_expected_azurerm() {
-	[[ -x $PROVIDER_BIN && -f $PROVIDER_STAMP ]] &&
-		go version -m "$PROVIDER_BIN" 2>/dev/null | grep -Eq "^[[:space:]]+path[[:space:]]+$AZURERM_MODULE\$" &&
-		[[ $(cat "$PROVIDER_STAMP") == "$(azurerm_stamp)" ]]
-}
-
-# azurerm_source DIR: the provider's source at the pinned commit into DIR.
-azurerm_source() {
-	local dir=$1 gitdir
-	mkdir -p "$dir"
-	if [[ -d $AZURERM_GIT ]]; then
-		gitdir=$AZURERM_GIT
-	else
-		say "cloning $AZURERM_GIT at $AZURERM_TAG (shallow)…"
-		git clone --quiet --bare --depth 1 --branch "$AZURERM_TAG" "$AZURERM_GIT" "$WORK/azurerm.git" ||
-			die "git clone of $AZURERM_GIT at $AZURERM_TAG failed (set AZURERM_GIT to a git repository that holds commit $AZURERM_FULL_COMMIT)."
-		gitdir=$WORK/azurerm.git
-	fi
-	[[ $(git --git-dir="$gitdir" rev-parse --verify --quiet "$AZURERM_FULL_COMMIT^{commit}") == "$AZURERM_FULL_COMMIT" ]] ||
-		die "$AZURERM_GIT does not hold commit $AZURERM_FULL_COMMIT (azurerm $AZURERM_TAG); set AZURERM_GIT to a git repository that does."
-	# Without vendor/: go fetches the dependencies at the versions of the
-	# commit's go.mod and checks them against its go.sum (a snapshot of the
-	# repository may lack vendor/'s largest files).
-	git --git-dir="$gitdir" archive "$AZURERM_FULL_COMMIT" -- . ':(exclude)vendor' | tar -x -C "$dir" ||
-		die "git archive of $AZURERM_FULL_COMMIT from $gitdir failed."
 }
 
 # --- terraform CLI configuration: use the local provider, never the registry ---
@@ -188,31 +122,37 @@ fi
 say "terraform: $TERRAFORM ($("$TERRAFORM" version | head -n1))"
 
 # --- azurerm provider -----------------------------------------------------------
-if ! is_expected_azurerm; then
-	command -v git >/dev/null 2>&1 || die "git is not on PATH; it is needed to fetch the azurerm $AZURERM_TAG source."
-	# Only one provider build at a time on a shared machine: a run that finds
-	# the lock taken waits for that build (it leaves the stamped binary).
-	mkdir -p "$CACHE"
-	exec 9>"$CACHE/azurerm-build.lock"
-	if ! flock -n 9; then
-		say "an azurerm provider build is already running on this machine; waiting for it…"
-		flock 9
-	fi
-fi
-if ! is_expected_azurerm; then
+if ! is_expected_provider "$PROVIDER_BIN"; then
 	mkdir -p "$PROVIDER_DIR"
-	say "building azurerm provider $AZURERM_TAG (commit $AZURERM_COMMIT) from git source (20–35 minutes)…"
-	say "it is cached in $PROVIDER_DIR, so this happens once per machine"
-	azurerm_source "$WORK/azurerm-src"
-	go_build "$WORK/azurerm-src" "$WORK/terraform-provider-azurerm" "azurerm provider"
-	cp "$WORK/terraform-provider-azurerm" "$PROVIDER_BIN.tmp.$$"
+	# A build of the same version already running into $PREBUILT_PROVIDER's
+	# directory (started by hand): wait for it rather than build twice.
+	start=$SECONDS next=60 waiting=
+	while ! is_expected_provider "$PREBUILT_PROVIDER" &&
+		pgrep -f "go install $AZURERM_MODULE@$AZURERM_VERSION" >/dev/null 2>&1; do
+		if [[ -z $waiting ]]; then
+			say "an azurerm provider build is already running; waiting for it (about 20 minutes in all)…"
+			waiting=1
+		fi
+		sleep 5
+		if ((SECONDS - start >= next)); then
+			say "still waiting for the running azurerm provider build… $(((SECONDS - start) / 60)) min elapsed"
+			next=$((next + 60))
+		fi
+	done
+	if is_expected_provider "$PREBUILT_PROVIDER"; then
+		say "reusing the azurerm provider built in $PREBUILT_PROVIDER"
+		cp "$PREBUILT_PROVIDER" "$PROVIDER_BIN.tmp.$$"
+	else
+		say "building azurerm provider $AZURERM_VERSION (azurerm 5.2.0) from the Go module proxy (about 20 minutes)…"
+		say "it is cached in $PROVIDER_DIR, so this happens once per machine"
+		go_install "$AZURERM_MODULE@$AZURERM_VERSION" "$WORK" "azurerm provider"
+		cp "$WORK/terraform-provider-azurerm" "$PROVIDER_BIN.tmp.$$"
+	fi
 	chmod +x "$PROVIDER_BIN.tmp.$$"
 	mv -f "$PROVIDER_BIN.tmp.$$" "$PROVIDER_BIN"
-	azurerm_stamp >"$PROVIDER_STAMP"
-	is_expected_azurerm || die "$PROVIDER_BIN is not a build of $AZURERM_MODULE at $AZURERM_FULL_COMMIT."
+	is_expected_provider "$PROVIDER_BIN" || die "$PROVIDER_BIN is not a build of $AZURERM_MODULE@$AZURERM_VERSION."
 fi
-exec 9>&- # release the build lock (if taken)
-say "azurerm provider: $PROVIDER_BIN ($AZURERM_TAG, commit $AZURERM_COMMIT)"
+say "azurerm provider: $PROVIDER_BIN"
 
 # --- time provider (small: a minute or two to build) ------------------------------
 if ! is_expected_provider "$TIME_PROVIDER_BIN" "$TIME_MODULE" "$TIME_VERSION"; then
