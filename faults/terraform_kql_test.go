@@ -78,10 +78,11 @@ func TestAlertQueriesReadTheDrainLine(t *testing.T) {
 	want := map[string]string{
 		"run": "timer 2026-12-03T06:00:00Z", "trigger": "catchup", "records": "1200", "bytes": "5000000", "lag": "-1",
 		"partitions": "5", "errors": "2", "gaps": "1", "oversized": "3", "duration_ms": "2345", "budget_ms": "240000",
-		"stopped": "caught up",
+		"stopped": "caught up", "throttled": "4", "backlog_age_ms": "61000", "paused_age_ms": "90000000",
 	}
 	logger.Info("drain", "run", want["run"], "trigger", want["trigger"], "records", 1200, "bytes", 5000000, "lag", -1,
-		"partitions", 5, "errors", 2, "gaps", 1, "oversized", 3, "duration_ms", 2345, "budget_ms", 240000, "stopped", want["stopped"])
+		"partitions", 5, "errors", 2, "gaps", 1, "oversized", 3, "duration_ms", 2345, "budget_ms", 240000, "stopped", want["stopped"],
+		"throttled", 4, "backlog_age_ms", 61000, "latency_p50_ms", 12, "latency_p99_ms", 80, "paused_age_ms", 90000000)
 	line := strings.TrimSpace(buf.String())
 
 	for key, v := range want {
@@ -174,7 +175,8 @@ func TestAlertQueriesReadTheHandlersDrainLine(t *testing.T) {
 	ex := extractors(t, readInfra(t, "alerts.tf"), "kql_drains = <<-KQL")
 	rep := &mirror.Report{
 		Run: "timer 2026-12-03T06:00:00Z", Records: 1200, Bytes: 5000000, Skipped: 3, LagAfter: 42,
-		Stopped: "caught up", Duration: 2345 * time.Millisecond,
+		Stopped: "caught up", Duration: 2345 * time.Millisecond, Throttled: 4,
+		Started: time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC), PausedSince: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC),
 		Errors: []string{"event hub \"x\" does not exist"},
 		Partitions: []mirror.PartitionReport{
 			{Topic: "prod.test1", Partition: 0, Records: 1200, Gap: 7},
@@ -195,7 +197,7 @@ func TestAlertQueriesReadTheHandlersDrainLine(t *testing.T) {
 	want := map[string]string{
 		"run": rep.Run, "trigger": "catchup", "records": "1200", "bytes": "5000000", "lag": "42",
 		"partitions": "2", "errors": "2", "gaps": "1", "oversized": "3", "duration_ms": "2345", "budget_ms": "240000",
-		"stopped": "caught up",
+		"stopped": "caught up", "throttled": "4", "backlog_age_ms": "0", "paused_age_ms": "90000000",
 	}
 	for key, v := range want {
 		re, ok := ex[key]

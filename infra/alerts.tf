@@ -7,7 +7,7 @@
 # The handler logs one structured line per drain (log/slog text format):
 #   time=… level=INFO msg=drain run=… trigger=timer|catchup records=N bytes=N
 #   lag=N|-1 partitions=N errors=N gaps=N oversized=N duration_ms=N
-#   budget_ms=N stopped=…
+#   budget_ms=N stopped=… throttled=N backlog_age_ms=N … paused_age_ms=N
 # local.kql_drains turns those lines into rows with one column per key
 # (lag -1 = unknown). Stdout lines can reach the workspace twice (console
 # and invocation logs), so identical lines are counted once.
@@ -29,7 +29,10 @@ locals {
         gaps = tolong(extract(@'(?:^|\s)gaps=(-?\d+)', 1, Message)),
         oversized = tolong(extract(@'(?:^|\s)oversized=(-?\d+)', 1, Message)),
         duration_ms = tolong(extract(@'(?:^|\s)duration_ms=(-?\d+)', 1, Message)),
-        budget_ms = tolong(extract(@'(?:^|\s)budget_ms=(-?\d+)', 1, Message))
+        budget_ms = tolong(extract(@'(?:^|\s)budget_ms=(-?\d+)', 1, Message)),
+        throttled = tolong(extract(@'(?:^|\s)throttled=(-?\d+)', 1, Message)),
+        backlog_age_ms = tolong(extract(@'(?:^|\s)backlog_age_ms=(-?\d+)', 1, Message)),
+        paused_age_ms = tolong(extract(@'(?:^|\s)paused_age_ms=(-?\d+)', 1, Message))
   KQL
 
   # Event Hubs platform metrics in the workspace. The table appears with the
@@ -97,6 +100,22 @@ locals {
       | where lag >= 0
       | summarize drains = count(), min_lag = min(lag), max_lag = max(lag)
       | where drains > 0 and min_lag > ${var.alert_stalled_min_lag} and coalesce(incoming, 0.0) == 0
+    KQL
+
+    # Every drain in the window left a record older than the threshold
+    # unmirrored: records wait (the drain line's backlog_age_ms).
+    backlog_age = <<-KQL
+      ${local.kql_drains}
+      | summarize drains = count(), min_age_ms = min(backlog_age_ms)
+      | where drains > 0 and min_age_ms > ${var.alert_backlog_age_minutes * 60000}
+    KQL
+
+    # A topic paused for longer than the threshold (a forgotten pause: its
+    # records wait in Kafka and nothing else reports it).
+    paused_too_long = <<-KQL
+      ${local.kql_drains}
+      | where paused_age_ms > ${var.alert_paused_hours * 3600000}
+      | project TimeGenerated, Message
     KQL
   }
 
@@ -166,6 +185,22 @@ resource "azurerm_monitor_scheduled_query_rules_alert_v2" "this" {
       severity     = 2
       frequency    = "PT5M"
       window       = var.alert_lag_growth_window
+      threshold    = 0
+    }
+    backlog_age = {
+      display_name = "ehmirror: records wait too long"
+      description  = "Every drain in the window left a record older than ${var.alert_backlog_age_minutes} minutes unmirrored (backlog_age_ms): Event Hubs or Kafka unreachable, throttling, or drains too short. See /api/status."
+      severity     = 2
+      frequency    = "PT5M"
+      window       = "PT15M"
+      threshold    = 0
+    }
+    paused_too_long = {
+      display_name = "ehmirror: topic paused too long"
+      description  = "A topic has been paused for more than ${var.alert_paused_hours} hours (paused_age_ms): resume it with POST /api/resume if the pause was forgotten."
+      severity     = 3
+      frequency    = "PT1H"
+      window       = "PT1H"
       threshold    = 0
     }
     stalled = {

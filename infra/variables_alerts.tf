@@ -128,3 +128,25 @@ variable "alert_capture_backlog_threshold" {
     error_message = "alert_capture_backlog_threshold must be >= 0."
   }
 }
+
+variable "alert_backlog_age_minutes" {
+  description = "Alert when every drain in 15 minutes left a record older than this many minutes unmirrored (the drain line's backlog_age_ms)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.alert_backlog_age_minutes >= 1 && floor(var.alert_backlog_age_minutes) == var.alert_backlog_age_minutes
+    error_message = "alert_backlog_age_minutes must be a whole number of minutes >= 1."
+  }
+}
+
+variable "alert_paused_hours" {
+  description = "Alert when a topic has been paused for longer than this many hours (the drain line's paused_age_ms; the status reports it after MIRROR_MAX_PAUSE_AGE)."
+  type        = number
+  default     = 24
+
+  validation {
+    condition     = var.alert_paused_hours >= 1 && floor(var.alert_paused_hours) == var.alert_paused_hours
+    error_message = "alert_paused_hours must be a whole number of hours >= 1."
+  }
+}

@@ -27,7 +27,7 @@ run "log_alerts_query_the_workspace" {
   expect_failures = [check.alert_targets]
 
   assert {
-    condition     = sort(keys(azurerm_monitor_scheduled_query_rules_alert_v2.this)) == tolist(["failed_runs", "gaps_oversized", "lag_growing", "not_running", "stalled"])
+    condition     = sort(keys(azurerm_monitor_scheduled_query_rules_alert_v2.this)) == tolist(["backlog_age", "failed_runs", "gaps_oversized", "lag_growing", "not_running", "paused_too_long", "stalled"])
     error_message = "There must be a log alert for failed runs, a timer that does not run, gaps/oversized records, growing lag and lag without incoming messages."
   }
 
@@ -114,6 +114,18 @@ run "lag_growing_alert_uses_the_last_n_drains" {
       azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].window_duration == "PT1H"
     )
     error_message = "The lag alert must fire when lag (known, >= 0) grew in each of the last 5 drains within an hour."
+  }
+}
+
+run "backlog_age_and_forgotten_pause_alerts_read_the_drain_line" {
+  assert {
+    condition = (
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["backlog_age"].criteria[0].query, "min_age_ms = min(backlog_age_ms)") &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["backlog_age"].criteria[0].query, "min_age_ms > 600000") &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["paused_too_long"].criteria[0].query, "where paused_age_ms > 86400000") &&
+      azurerm_monitor_scheduled_query_rules_alert_v2.this["paused_too_long"].severity == 3
+    )
+    error_message = "The backlog-age alert must fire when every drain's backlog_age_ms exceeds 10 minutes, and the pause alert when paused_age_ms exceeds 24 hours."
   }
 }
 
