@@ -333,7 +333,14 @@ func TestReadinessNamesBrokersAndHubs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = bad.Readiness(context.Background())
+	// The topic listing goes to a bootstrap broker kafka-go picks at
+	// random; when it picks the silent one the hubs cannot be listed.
+	// Check again until a listing went to the one that answers.
+	for range 6 {
+		if r = bad.Readiness(context.Background()); len(r.EventHubs) > 0 {
+			break
+		}
+	}
 	if r.OK || len(r.Kafka) != 2 || !r.Kafka[0].OK || r.Kafka[1].OK || r.Kafka[1].Cause != "no answer" {
 		t.Errorf("a silent broker is not named: %+v", r.Kafka)
 	}
