@@ -86,6 +86,8 @@ locals {
     local.kafka_secret_references,
     # KAFKA_TLS_CERT_PEM, KAFKA_TLS_KEY_PEM, KAFKA_TLS_KEY_PASSWORD (kafka_tls.tf)
     local.kafka_tls_client_secret_references,
+    # OAUTHBEARER / AWS_MSK_IAM settings and secret references (kafka_sasl.tf)
+    local.kafka_sasl_token_app_settings,
   )
 }
 
