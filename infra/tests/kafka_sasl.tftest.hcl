@@ -13,6 +13,8 @@ variables {
   name_suffix          = "t23"
   kafka_brokers        = ["broker-0.kafka.example.com:9093"]
   kafka_sasl_mechanism = "none"
+  # Alerts must notify someone (a check block fails the plan otherwise).
+  alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
 }
 
 run "no_token_mechanism_by_default" {
