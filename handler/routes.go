@@ -387,6 +387,21 @@ func wantsHTML(req functions.HTTPRequest) bool {
 	return strings.Contains(strings.ToLower(strings.Join(req.Headers.Values("Accept"), ",")), "text/html")
 }
 
+// kafkaAuthLine renders the Kafka authentication for the status page.
+func kafkaAuthLine(au kafka.AuthStatus) string {
+	line := au.Mechanism
+	if au.Principal != "" {
+		line += " as " + au.Principal
+	}
+	if !au.TokenExpiry.IsZero() {
+		line += ", token valid until " + au.TokenExpiry.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	if au.LastError != "" {
+		line += "; last error: " + au.LastError
+	}
+	return line
+}
+
 // respondStatus answers a status request with JSON or the HTML page.
 func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status int, body statusBody, logs ...string) error {
 	if !wantsHTML(req) {
@@ -395,6 +410,9 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
 		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config,
 		Backlog: body.Backlog, Throughput: &body.Throughput, Running: body.Running, NextTick: body.NextTick, Readiness: body.Readiness}
+	if au := body.KafkaAuth; au != nil {
+		p.KafkaAuth = kafkaAuthLine(*au)
+	}
 	p.Problems = a.problemLines()
 	if body.Health != nil {
 		p.Causes = body.Health.Causes

@@ -116,6 +116,10 @@ type Page struct {
 	// Readiness is whether the brokers answer and the hubs accept the
 	// app, checked with the request.
 	Readiness *mirror.Readiness
+	// KafkaAuth says how the app authenticates to Kafka (mechanism,
+	// principal, token expiry, last error), "" for no SASL; never a token
+	// or a secret.
+	KafkaAuth string
 	// Refresh is how often the page reloads itself, in seconds;
 	// DefaultRefresh when 0.
 	Refresh  int

@@ -67,6 +67,7 @@ func TestRenderTimeAndCauses(t *testing.T) {
 		Throughput: &mirror.Throughput{RecordsPerSec: 1000, BytesPerSec: 2.5e6, Window: 5 * time.Minute, LastDelivered: now.Add(-2 * time.Second)},
 		Running:    []mirror.RunningDrain{{Run: "timer", Started: now.Add(-10 * time.Second), Deadline: now.Add(time.Minute), Records: 1234}},
 		NextTick:   now.Add(30 * time.Second),
+		KafkaAuth:  "oauthbearer as mirror-client, token valid until 2026-12-03 07:55:00Z",
 		Drains: []*mirror.Report{{Run: "timer", LagAfter: mirror.LagUnknown, Stopped: mirror.StopFailed, Errors: []string{"x", "y"}},
 			{Run: "timer", LagAfter: mirror.LagUnknown, Stopped: mirror.StopFailed, Errors: []string{"x", "y"}}}})
 	if err != nil {
@@ -79,6 +80,7 @@ func TestRenderTimeAndCauses(t *testing.T) {
 		"3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
 		`behind by <span id="behind-by">3 min 20 s</span>`, "1,000 records/s, 2.50 MB/s over the last 5 min", "next tick 2026-12-03 07:00:30Z",
 		`<table id="running">`, "1,234", `<td class="n lag-after">unknown</td>`, "2 errors, the first: x",
+		`<div id="kafka-auth" class="muted">kafka authentication: oauthbearer as mirror-client, token valid until 2026-12-03 07:55:00Z</div>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
