@@ -352,6 +352,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	if err := d.commit(finalCtx); err != nil {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final commit: %v (acknowledged records will be mirrored again)", err))
 	}
+	d.keepAcked()
 	d.report(finalCtx)
 }
 
@@ -420,6 +421,9 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
 	if d.isStopped() || ps.halted() {
 		return false
+	}
+	if ps.carriedDone(r) {
+		return true
 	}
 	if d.dd != nil && d.dd.already(ps, r) {
 		ps.addDone(r)
@@ -494,7 +498,7 @@ func (d *drain) report(ctx context.Context) {
 			Note:      ps.note,
 		}
 		ps.mu.Unlock()
-		pr.AlreadyMirrored = d.foundCount(ps)
+		pr.AlreadyMirrored = d.foundCount(ps) + ps.carriedTotal()
 		if note := d.identityNote(ps); note != "" {
 			pr.Note = strings.TrimPrefix(pr.Note+"; "+note, "; ")
 		}

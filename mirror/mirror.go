@@ -37,6 +37,9 @@ type Mirror struct {
 	// readBacks keep the progress of read-backs that ran out of time
 	// (deduplication), so the next drain goes on from there.
 	readBacks map[readBackKey]*readBackKept
+	// acked are, per partition, the records Event Hubs acknowledged above
+	// the commit when this process's last drain of it ended (acked.go).
+	acked map[TopicPartition]*ackedAbove
 	// live follows the running drains and the throughput (status).
 	live *liveTracker
 }
@@ -57,6 +60,7 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 		releasedAt: make(map[TopicPartition]uint64),
 		listen:     make(map[string]listenCheck),
 		readBacks:  make(map[readBackKey]*readBackKept),
+		acked:      make(map[TopicPartition]*ackedAbove),
 		live:       newLiveTracker(),
 	}, nil
 }

@@ -169,6 +169,7 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 		return nil, fmt.Errorf("committing the reset: %w", err)
 	}
 	res.Applied = true
+	m.forgetAcked(tps)
 	for _, p := range res.Partitions {
 		m.opts.Logger.InfoContext(ctx, "offsets reset", "by", req.By, "at", res.At.Format(time.RFC3339),
 			"topic", p.Topic, "partition", p.Partition, "before", p.Before, "after", p.After,

@@ -57,6 +57,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 		}
 		ps := d.addState(tp, hubName, committed)
 		d.begin(ps, committed, wm)
+		d.takeAcked(ps)
 	}
 	d.startDedup(ctx, meta)
 	return nil

@@ -35,6 +35,11 @@ type partitionState struct {
 	held       bool // reading stopped before a record it must not pass
 	// pausedNow: the topic was paused during the drain; reading stopped.
 	pausedNow bool
+	// carried are offsets above the start that an earlier drain of this
+	// process had Event Hubs acknowledge (acked.go); carriedCount counts
+	// those not sent again.
+	carried      map[int64]struct{}
+	carriedCount int64
 	// verified is the read position below which every record was fetched
 	// before a topic listing confirmed the topic's id: nothing at or past
 	// it is committed (a recreated topic reuses offsets).
