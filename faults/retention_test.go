@@ -172,8 +172,20 @@ func TestRetentionGapThroughHandler(t *testing.T) {
 	}
 	var counted int64
 	// A successful invocation's Logs carry the summary; the partition lines
-	// are on the handler's stdout.
-	lines := append(reportLines(res), strings.Split(h2.out.Stdout(), "\n")...)
+	// are on the handler's stdout, which the host reads apart from the
+	// response: wait until they arrived.
+	var lines []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		lines = append(reportLines(res), strings.Split(h2.out.Stdout(), "\n")...)
+		arrived := true
+		for tp := range purged {
+			arrived = arrived && findLine(lines, tp.String()+" ->") != ""
+		}
+		if arrived || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for tp, gap := range purged {
 		line := findLine(lines, tp.String()+" ->")
 		if !strings.Contains(line, fmt.Sprintf("gap of %d records lost to retention", gap)) || strings.Contains(line, "error") {
