@@ -71,7 +71,6 @@ type model struct {
 	deployed bool
 	addedA   bool // m.a grew a partition
 	seq      int
-	applied  int // applied resets
 
 	parts    map[string]int
 	produced map[mirror.TopicPartition][]modelRecord
@@ -524,7 +523,6 @@ func (md *model) resetOffsets(rt *rapid.T) {
 		}
 		md.reset[tp] = true
 	}
-	md.applied++
 	md.logf("reset %s to %s applied: %+v", topic, req.To, res.Partitions)
 }
 
