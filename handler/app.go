@@ -108,6 +108,8 @@ func (a *app) connect() error {
 		Deduplicate:    s.Deduplicate,
 		Logger:         a.logger,
 		Control:        a.source,
+
+		CatchUpMaxDuration: s.CatchUpMaxDuration,
 	})
 	if err != nil {
 		return err

@@ -173,3 +173,28 @@ func TestAForgottenPauseIsAProblem(t *testing.T) {
 		t.Fatalf("drain line: %s", buf.String())
 	}
 }
+
+// TestResumeCatchUpKeepsTheConfiguredBound: the catch-up a resume starts is
+// bounded by Options.CatchUpMaxDuration (MIRROR_CATCHUP_MAX_DURATION), not
+// by a built-in ten minutes.
+func TestResumeCatchUpKeepsTheConfiguredBound(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	m := e.newMirrorWith(mirror.Options{CatchUpMaxDuration: 3 * time.Minute}, nil, withControl)
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	t.Cleanup(svc.Close)
+	sel := mirror.TopicSelection{Names: []string{topic}}
+	if _, err := svc.SetPaused(context.Background(), sel, true, "test", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetPaused(context.Background(), sel, false, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	runs := svc.CatchUps()
+	if len(runs) != 1 {
+		t.Fatalf("%d catch-ups after a resume, want 1: %+v", len(runs), runs)
+	}
+	if runs[0].MaxDuration != 3*time.Minute {
+		t.Fatalf("the resume's catch-up is bounded by %s, want the configured 3m0s", runs[0].MaxDuration)
+	}
+}

@@ -84,6 +84,10 @@ type Options struct {
 	// sees, so that Kafka's offset retention never ends a pause. Default
 	// 1 h.
 	PauseRefresh time.Duration
+	// CatchUpMaxDuration bounds a catch-up whose request gives no bound of
+	// its own, such as the one a resume starts (MIRROR_CATCHUP_MAX_DURATION).
+	// Default 10 min.
+	CatchUpMaxDuration time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -132,6 +136,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PauseRefresh <= 0 {
 		o.PauseRefresh = time.Hour
+	}
+	if o.CatchUpMaxDuration <= 0 {
+		o.CatchUpMaxDuration = 10 * time.Minute
 	}
 	return o, nil
 }
