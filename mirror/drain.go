@@ -105,6 +105,11 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	if len(got) == 0 {
 		rep.Stopped = StopNothingToDo
+		if len(names) == 0 && len(rep.HubErrors) > 0 {
+			// The claim was held for the paused topics only: every
+			// topic to read lacks its hub.
+			rep.Stopped = StopFailed
+		}
 		if len(busy) > 0 {
 			rep.Stopped = StopBusy
 			m.busyLag(workCtx, rep)
