@@ -44,23 +44,7 @@ func (s *Source) OffsetsForTime(ctx context.Context, tps []mirror.TopicPartition
 	for _, tp := range tps {
 		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.TimeOffsetOf(int(tp.Partition), t))
 	}
-	var res *kafkago.ListOffsetsResponse
-	err := s.withRetry(ctx, func(ctx context.Context) error {
-		rctx, cancel := s.requestCtx(ctx, 0)
-		defer cancel()
-		var err error
-		if res, err = s.client.ListOffsets(rctx, req); err != nil {
-			return err
-		}
-		for topic, ps := range res.Topics {
-			for _, p := range ps {
-				if p.Error != nil {
-					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return nil
-	})
+	res, err := s.listOffsets(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: offsets at %s of %d partitions: %w", t.Format(time.RFC3339), len(tps), err)
 	}
@@ -193,14 +177,7 @@ func (s *Source) WriteControlRecord(ctx context.Context, slot, topic, record str
 		if err != nil {
 			return err
 		}
-		for _, ps := range res.Topics {
-			for _, p := range ps {
-				if p.Error != nil {
-					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return nil
+		return partitionError(res.Topics, func(p kafkago.OffsetCommitPartition) (int, error) { return p.Partition, p.Error })
 	})
 	if err != nil {
 		return fmt.Errorf("kafka: control record of %q in group %q: %w", topic, s.ControlGroup(slot), err)
