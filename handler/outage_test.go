@@ -64,3 +64,68 @@ func TestStatusDuringAnOutage(t *testing.T) {
 		t.Errorf("%d events stored after the outage, want 200", got)
 	}
 }
+
+// Two instances on one consumer group: the first runs a catch-up while
+// Event Hubs refuses every send; the second runs no drain and only serves
+// the status. The second's status turns ok:false within seconds (not after
+// MIRROR_MAX_BACKLOG_AGE), naming the failing sends and the instance that
+// sees them, and turns OK again once Event Hubs accepts and the drain has
+// mirrored everything.
+func TestStatusOfAnotherInstanceDuringAnOutage(t *testing.T) {
+	app := buildApp(t)
+	w := newWorld(t)
+	w.produce(t, 200)
+	settings := w.settings()
+	settings["MIRROR_MAX_DURATION"] = "2m"
+	settings["MIRROR_SCHEDULE"] = "0 0 0 1 1 *" // no timer drain in the test
+	first, drainer := startHost(t, app, settings, &capture{})
+	other, observer := startHost(t, app, settings, &capture{})
+	key := other.Keys().DefaultKey()
+
+	_, st, raw := call(t, "GET", observer.URL+"/api/status?code="+key, "")
+	if st["ok"] != true {
+		t.Fatalf("the second instance is not OK before the outage: %s", raw)
+	}
+	w.emu.Faults().RejectFraction(1, emulator.ConditionInternalError)
+	if code, _, raw := call(t, "POST", drainer.URL+"/api/catchup?code="+first.Keys().DefaultKey(), `{"max_duration":"2m"}`); code != http.StatusAccepted {
+		t.Fatalf("catch-up: %d %s", code, raw)
+	}
+	started := time.Now()
+	deadline := started.Add(30 * time.Second)
+	for {
+		_, st, raw = call(t, "GET", observer.URL+"/api/status?code="+key, "")
+		if st["ok"] == false {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status of the instance that runs no drain stayed OK for 30 s of the outage: %s", raw)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("the second instance turned red %s after the catch-up started", time.Since(started).Round(100*time.Millisecond))
+	if running, _ := st["running"].([]any); len(running) != 0 {
+		t.Errorf("the second instance runs a drain: %s", raw)
+	}
+	if reason := fmt.Sprint(st["reason"]); !strings.Contains(reason, "sends to event hub") || !strings.Contains(reason, "seen by instance") {
+		t.Errorf("the reason does not name the failing sends and the instance that sees them: %s", reason)
+	}
+	if !strings.Contains(raw, `"remedy":`) {
+		t.Errorf("no remedy: %s", raw)
+	}
+
+	w.emu.Faults().RejectFraction(0, "")
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		_, st, raw = call(t, "GET", observer.URL+"/api/status?code="+key, "")
+		if st["ok"] == true {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second instance stayed not OK after Event Hubs came back: %s", raw)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got := w.emu.Stats().EventsStored; got != 200 {
+		t.Errorf("%d events stored after the outage, want 200", got)
+	}
+}

@@ -326,12 +326,17 @@ func (a *app) status(c echo.Context) error {
 	body.Readiness = &ready
 	body.Lag = lag
 	health := a.service.Health(lag)
+	if lag != nil {
+		// Drains of other instances publish their live outages: a failing
+		// drain turns every instance's status red within seconds.
+		health.Add(a.service.Mirror().PeerProblems(c.Request().Context(), lag.TopicPartitions())...)
+	}
 	a.certificateHealth(&health, body.Time)
 	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
-		addProblem(&health, *p)
+		health.Add(*p)
 	}
 	if p := mirror.PauseProblem(lag, a.settings.MaxPauseAge, body.Time); p != nil {
-		addProblem(&health, *p)
+		health.Add(*p)
 	}
 	body.Health = &health
 	body.Running = a.service.Mirror().Running()
@@ -462,18 +467,7 @@ func (a *app) certificateHealth(h *mirror.Health, now time.Time) {
 	if now.After(c.Leaf().NotAfter) {
 		since = c.Leaf().NotAfter
 	}
-	addProblem(h, mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"})
-}
-
-// addProblem adds a problem the status found itself to the health.
-func addProblem(h *mirror.Health, p mirror.Problem) {
-	h.Problems = append(h.Problems, p)
-	h.Causes = mirror.Causes(h.Problems)
-	if h.OK {
-		h.OK, h.Reason = false, p.String()
-	} else {
-		h.Reason += " (and 1 more problem)"
-	}
+	h.Add(mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"})
 }
 
 // readinessTimeout bounds a readiness check (a broker's dial, TLS and SASL

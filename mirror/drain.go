@@ -217,6 +217,8 @@ type drain struct {
 	dd *dedup
 	// live follows the sends and fetches that keep failing (status).
 	live *liveDrain
+	// published is what the live publisher last wrote (peers.go).
+	published livePublisher
 	// latency is Event Hubs' acknowledgement time minus the Kafka
 	// timestamp of each record mirrored.
 	latency latencyHistogram
@@ -300,6 +302,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// paused during the drain stops being read, what was read is sent and
 	// committed, and its partitions are handed back (see handBackPaused).
 	pausesDone := d.everyInterval(workCtx, stopCommitter, pauseCheckInterval, func() { d.checkPauses(workCtx) })
+	// The live publisher shares the drain's ongoing outages with the
+	// other instances' status (peers.go).
+	liveDone := d.everyInterval(workCtx, stopCommitter, livePublishCheck, func() { d.publishLive(workCtx) })
 
 	followCtx, cancelFollow := d.followContext(readCtx)
 	defer cancelFollow()
@@ -325,6 +330,8 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	<-committerDone
 	<-watcherDone
 	<-pausesDone
+	<-liveDone
+	d.publishLive(ctx)
 
 	if !d.isStopped() {
 		switch {

@@ -3,6 +3,7 @@ package mirror
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -84,6 +85,10 @@ type Options struct {
 	// sees, so that Kafka's offset retention never ends a pause. Default
 	// 1 h.
 	PauseRefresh time.Duration
+	// Instance names this process in the live problems its drains publish
+	// for the other instances (peers.go). Default: host name and process
+	// id.
+	Instance string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -132,6 +137,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PauseRefresh <= 0 {
 		o.PauseRefresh = time.Hour
+	}
+	if o.Instance == "" {
+		host, _ := os.Hostname()
+		o.Instance = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	return o, nil
 }
