@@ -134,6 +134,16 @@ func (a *app) problemLines() []string {
 	return lines
 }
 
+// settingCauses are the setting problems as causes, with their remedies,
+// for the page.
+func (a *app) settingCauses() []mirror.Cause {
+	out := make([]mirror.Cause, len(a.problems))
+	for i, p := range a.problems {
+		out[i] = mirror.Cause{Kind: "setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc}
+	}
+	return out
+}
+
 // mirrorTimer runs one bounded drain. The invocation fails (500) only when
 // records could not be mirrored. The service logs the report on stdout;
 // Logs carry its summary, or, for a failed invocation (whose Logs the host
@@ -418,9 +428,9 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 	if au := body.KafkaAuth; au != nil {
 		p.KafkaAuth = kafkaAuthLine(*au)
 	}
-	p.Problems = a.problemLines()
+	p.Causes = a.settingCauses()
 	if body.Health != nil {
-		p.Causes = body.Health.Causes
+		p.Causes = append(p.Causes, body.Health.Causes...)
 	}
 	var html strings.Builder
 	if err := statuspage.Render(&html, p); err != nil {
