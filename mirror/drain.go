@@ -497,7 +497,7 @@ func (d *drain) report(ctx context.Context) {
 		}
 		pr := PartitionReport{
 			Topic: ps.tp.Topic, Partition: ps.tp.Partition, Hub: ps.hub,
-			Records: ps.records, Bytes: ps.bytes,
+			Records: ps.records, Bytes: ps.bytes, LastDelivered: ps.lastAck,
 			FirstOffset: ps.first, LastOffset: ps.last,
 			Committed: ps.committed,
 			LagBefore: ps.lagBefore,
