@@ -331,7 +331,6 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	<-watcherDone
 	<-pausesDone
 	<-liveDone
-	d.publishLive(ctx)
 
 	if !d.isStopped() {
 		switch {
@@ -361,6 +360,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	}
 	d.keepAcked()
 	d.report(finalCtx)
+	d.publishLive(ctx) // after the commit: clears outages that ended
 }
 
 // read fetches one partition and hands its records to the senders.
