@@ -27,19 +27,7 @@ func TestStatusDuringAnOutage(t *testing.T) {
 	if code, _, raw := call(t, "POST", front.URL+"/api/catchup?code="+key, `{"max_duration":"2m"}`); code != http.StatusAccepted {
 		t.Fatalf("catch-up: %d %s", code, raw)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	var st map[string]any
-	var raw string
-	for {
-		_, st, raw = call(t, "GET", front.URL+"/api/status?code="+key, "")
-		if st["ok"] == false {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the status stayed OK during the outage: %s", raw)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	st, raw := waitStatus(t, front.URL+"/api/status?code="+key, false, 60*time.Second, "the status stayed OK during the outage")
 	running, _ := st["running"].([]any)
 	if !strings.Contains(fmt.Sprint(st["reason"]), "sends to event hub") || len(running) != 1 || !strings.Contains(raw, `"outages":[`) {
 		t.Errorf("the status does not show the failing sends of the running drain: %s", raw)
@@ -49,17 +37,7 @@ func TestStatusDuringAnOutage(t *testing.T) {
 	}
 
 	w.emu.Faults().RejectFraction(0, "")
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		_, st, raw = call(t, "GET", front.URL+"/api/status?code="+key, "")
-		if st["ok"] == true {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the status stayed not OK after Event Hubs came back: %s", raw)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	waitStatus(t, front.URL+"/api/status?code="+key, true, 60*time.Second, "the status stayed not OK after Event Hubs came back")
 	if got := w.emu.Stats().EventsStored; got != 200 {
 		t.Errorf("%d events stored after the outage, want 200", got)
 	}
@@ -91,17 +69,7 @@ func TestStatusOfAnotherInstanceDuringAnOutage(t *testing.T) {
 		t.Fatalf("catch-up: %d %s", code, raw)
 	}
 	started := time.Now()
-	deadline := started.Add(30 * time.Second)
-	for {
-		_, st, raw = call(t, "GET", observer.URL+"/api/status?code="+key, "")
-		if st["ok"] == false {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the status of the instance that runs no drain stayed OK for 30 s of the outage: %s", raw)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	st, raw = waitStatus(t, observer.URL+"/api/status?code="+key, false, 30*time.Second, "the status of the instance that runs no drain stayed OK for 30 s of the outage")
 	t.Logf("the second instance turned red %s after the catch-up started", time.Since(started).Round(100*time.Millisecond))
 	if running, _ := st["running"].([]any); len(running) != 0 {
 		t.Errorf("the second instance runs a drain: %s", raw)
@@ -114,18 +82,25 @@ func TestStatusOfAnotherInstanceDuringAnOutage(t *testing.T) {
 	}
 
 	w.emu.Faults().RejectFraction(0, "")
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		_, st, raw = call(t, "GET", observer.URL+"/api/status?code="+key, "")
-		if st["ok"] == true {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second instance stayed not OK after Event Hubs came back: %s", raw)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	waitStatus(t, observer.URL+"/api/status?code="+key, true, 90*time.Second, "the second instance stayed not OK after Event Hubs came back")
 	if got := w.emu.Stats().EventsStored; got != 200 {
 		t.Errorf("%d events stored after the outage, want 200", got)
+	}
+}
+
+// waitStatus polls the status at url until its ok is want, failing with
+// what after within.
+func waitStatus(t *testing.T, url string, want bool, within time.Duration, what string) (map[string]any, string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		_, st, raw := call(t, "GET", url, "")
+		if st["ok"] == want {
+			return st, raw
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, raw)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
