@@ -60,6 +60,8 @@ func settingSection(setting string) string {
 		return "connecting-to-managed-kafka-services"
 	case strings.HasPrefix(setting, "MIRROR_FOLLOW"):
 		return "follow-mode-mirror_follow"
+	case strings.HasPrefix(setting, "OTEL_"):
+		return "operating-it"
 	case strings.HasPrefix(setting, "CUTOVER"):
 		return "moving-consumers-to-event-hubs-cut-over"
 	}

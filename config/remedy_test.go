@@ -25,6 +25,9 @@ func TestSettingProblemsHaveRemedies(t *testing.T) {
 			t.Errorf("%s: doc %q", p, p.Doc)
 		}
 	}
+	if p := NewProblem("OTEL_EXPORTER_OTLP_*", "bad endpoint"); !strings.HasSuffix(p.Doc, "#operating-it") || !strings.HasPrefix(p.Remedy, "correct `OTEL_EXPORTER_OTLP_*`") {
+		t.Errorf("metrics setting problem: %+v", p)
+	}
 	want := map[string]string{
 		MirrorPartitioning: "set `MIRROR_PARTITIONING` to hash, kafka-murmur2, preserve or round-robin;",
 		MirrorMaxDuration:  "set `MIRROR_MAX_DURATION` to a value such as 4m or 90s;",
