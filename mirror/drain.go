@@ -222,6 +222,8 @@ type drain struct {
 	dd *dedup
 	// live follows the sends and fetches that keep failing (status).
 	live *liveDrain
+	// published is what the live publisher last wrote (peers.go).
+	published livePublisher
 	// latency is Event Hubs' acknowledgement time minus the Kafka
 	// timestamp of each record mirrored.
 	latency latencyHistogram
@@ -305,6 +307,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// paused during the drain stops being read, what was read is sent and
 	// committed, and its partitions are handed back (see handBackPaused).
 	pausesDone := d.everyInterval(workCtx, stopCommitter, pauseCheckInterval, func() { d.checkPauses(workCtx) })
+	// The live publisher shares the drain's ongoing outages with the
+	// other instances' status (peers.go).
+	liveDone := d.everyInterval(workCtx, stopCommitter, livePublishCheck, func() { d.publishLive(workCtx) })
 
 	followCtx, cancelFollow := d.followContext(readCtx)
 	defer cancelFollow()
@@ -330,6 +335,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	<-committerDone
 	<-watcherDone
 	<-pausesDone
+	<-liveDone
 
 	if !d.isStopped() {
 		switch {
@@ -359,6 +365,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	}
 	d.keepAcked()
 	d.report(finalCtx)
+	d.publishLive(ctx) // after the commit: clears outages that ended
 }
 
 // read fetches one partition and hands its records to the senders.
@@ -495,7 +502,7 @@ func (d *drain) report(ctx context.Context) {
 		}
 		pr := PartitionReport{
 			Topic: ps.tp.Topic, Partition: ps.tp.Partition, Hub: ps.hub,
-			Records: ps.records, Bytes: ps.bytes,
+			Records: ps.records, Bytes: ps.bytes, LastDelivered: ps.lastAck,
 			FirstOffset: ps.first, LastOffset: ps.last,
 			Committed: ps.committed,
 			LagBefore: ps.lagBefore,

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -193,9 +194,14 @@ type liveTracker struct {
 	doneRecords, doneBytes int64
 	lastDelivered          time.Time
 	samples                []progressSample
+	// delivered is, per partition, when Event Hubs last acknowledged one
+	// of its records in a drain of this process that ended.
+	delivered map[TopicPartition]time.Time
 }
 
-func newLiveTracker() *liveTracker { return &liveTracker{running: map[*drain]time.Time{}} }
+func newLiveTracker() *liveTracker {
+	return &liveTracker{running: map[*drain]time.Time{}, delivered: map[TopicPartition]time.Time{}}
+}
 
 func (t *liveTracker) start(d *drain, deadline time.Time) {
 	t.mu.Lock()
@@ -212,6 +218,41 @@ func (t *liveTracker) end(d *drain) {
 	t.doneRecords += records
 	t.doneBytes += bytes
 	t.sampleLocked(time.Now())
+	for tp, at := range d.lastAcks() {
+		if at.After(t.delivered[tp]) {
+			t.delivered[tp] = at
+		}
+	}
+}
+
+// lastAcks returns, per partition of d with a record acknowledged, when
+// the last one was.
+func (d *drain) lastAcks() map[TopicPartition]time.Time {
+	out := map[TopicPartition]time.Time{}
+	for _, ps := range d.order {
+		ps.mu.Lock()
+		if !ps.lastAck.IsZero() {
+			out[ps.tp] = ps.lastAck
+		}
+		ps.mu.Unlock()
+	}
+	return out
+}
+
+// deliveredAt returns, per partition, when Event Hubs last acknowledged
+// one of its records in this process, running drains included.
+func (t *liveTracker) deliveredAt() map[TopicPartition]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := maps.Clone(t.delivered)
+	for d := range t.running {
+		for tp, at := range d.lastAcks() {
+			if at.After(out[tp]) {
+				out[tp] = at
+			}
+		}
+	}
+	return out
 }
 
 // progress sums what d's partitions had acknowledged and their lag.

@@ -3,6 +3,7 @@ package mirror
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -88,6 +89,10 @@ type Options struct {
 	// its own, such as the one a resume starts (MIRROR_CATCHUP_MAX_DURATION).
 	// Default 10 min.
 	CatchUpMaxDuration time.Duration
+	// Instance names this process in the live problems its drains publish
+	// for the other instances (peers.go). Default: host name and process
+	// id.
+	Instance string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -139,6 +144,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CatchUpMaxDuration <= 0 {
 		o.CatchUpMaxDuration = 10 * time.Minute
+	}
+	if o.Instance == "" {
+		host, _ := os.Hostname()
+		o.Instance = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	return o, nil
 }

@@ -102,6 +102,9 @@ type PartitionReport struct {
 	Hub       string `json:"hub"`
 	Records   int64  `json:"records"`
 	Bytes     int64  `json:"bytes"`
+	// LastDelivered is when Event Hubs acknowledged the partition's last
+	// record in the drain; zero when none.
+	LastDelivered time.Time `json:"last_delivered,omitzero"`
 	// FirstOffset and LastOffset are the lowest and highest offsets
 	// mirrored; -1 when none.
 	FirstOffset int64 `json:"first_offset"`
