@@ -174,9 +174,7 @@ exit 0
 		"bin/terraform": `#!/bin/sh
 echo "terraform $*" >>"` + log + `"
 case "$*" in
-*"output -raw function_app_name") echo func-ehmirror-prod-abc ;;
 *"output -raw resource_group_name") echo rg-ehmirror-prod ;;
-*"output -raw function_app_default_hostname") echo func-ehmirror-prod-abc.azurewebsites.net ;;
 *"output -json function_apps") cat "` + filepath.Join(root, "function_apps.json") + `" ;;
 esac
 `,
