@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -350,9 +352,15 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 		if err != nil {
 			return errors.Join(fmt.Errorf("drain: %w", err), m.stop())
 		}
-		// The drain's lines as the service logs them (msg=drain with
-		// throttled=N).
-		mirror.LogReport(ctx, logger, rep, mirror.TriggerTimer, lim.MaxDuration, false)
+		// The drain's line as the service logs it (msg=drain with
+		// throttled=N), on stderr whatever the diagnostics' level.
+		var lines bytes.Buffer
+		mirror.LogReport(ctx, slog.New(slog.NewTextHandler(&lines, nil)), rep, mirror.TriggerTimer, lim.MaxDuration, false)
+		for l := range strings.Lines(lines.String()) {
+			if strings.Contains(l, " msg="+mirror.DrainLogMessage+" ") {
+				_, _ = io.WriteString(os.Stderr, l)
+			}
+		}
 		m.res.Drains++
 		m.res.Throttled += rep.Throttled
 		if rep.Failed() {
