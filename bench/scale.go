@@ -31,6 +31,12 @@ type ScaleConfig struct {
 	// PerPartition is the backlog per partition of the 20, in 1 KiB
 	// keyless records; default 10,000 (205 MB).
 	PerPartition int64
+	// Ticks fires every process's timer together and the next tick when
+	// every invocation has ended (N apps on one schedule, in compressed
+	// time), instead of each process's timer again as soon as its own
+	// invocation ends (drains that run until the next tick, as follow mode
+	// does).
+	Ticks bool
 }
 
 func (c ScaleConfig) withDefaults() ScaleConfig {
@@ -47,6 +53,7 @@ func (c ScaleConfig) withDefaults() ScaleConfig {
 type ScaleResult struct {
 	Processes int   `json:"processes"`
 	Round     int   `json:"round"`
+	Ticks     bool  `json:"ticks"`
 	Records   int64 `json:"records"` // the backlog
 	Bytes     int64 `json:"bytes"`   // its value bytes
 	// Seconds is from the first invocation until the group has committed
@@ -79,7 +86,7 @@ type ProcessShare struct {
 var scaleShape = Shape{Name: "1KiB-keyless", Size: 1 << 10}
 
 // drainLine matches the summary a timer invocation returns.
-var drainLine = regexp.MustCompile(`drain: (\d+) records .* (\d+) partitions, lag after -?\d+, stopped: ([a-z-]+)`)
+var drainLine = regexp.MustCompile(`drain: (\d+) records .* (\d+) partitions, lag after -?\d+, stopped: ([a-z ]+)`)
 
 // runScale runs the scale-out case: one backlog, each process count of sc
 // cfg.Rounds times on a fresh group.
@@ -101,7 +108,7 @@ func runScale(ctx context.Context, cfg Config, sc ScaleConfig) ([]ScaleResult, e
 	var out []ScaleResult
 	for round := range cfg.Rounds {
 		for _, n := range sc.Processes {
-			r, err := scaleRun(ctx, cfg, in, appDir, n, round+1, sc.PerPartition)
+			r, err := scaleRun(ctx, cfg, in, appDir, n, round+1, sc.PerPartition, sc.Ticks)
 			if err != nil {
 				return out, fmt.Errorf("bench: scale-out, %d processes: %w", n, err)
 			}
@@ -115,9 +122,9 @@ func runScale(ctx context.Context, cfg Config, sc ScaleConfig) ([]ScaleResult, e
 
 // scaleRun starts n hosts on one group and fires their timers back to back
 // until the group has committed the end of every partition.
-func scaleRun(ctx context.Context, cfg Config, in *infra, appDir string, n, round int, perPartition int64) (ScaleResult, error) {
+func scaleRun(ctx context.Context, cfg Config, in *infra, appDir string, n, round int, perPartition int64, ticks bool) (ScaleResult, error) {
 	total := perPartition * partitions
-	res := ScaleResult{Processes: n, Round: round, Records: total, Bytes: total * int64(scaleShape.Size), LoadAvg: DescribeMachine(time.Now()).LoadAvg}
+	res := ScaleResult{Processes: n, Round: round, Ticks: ticks, Records: total, Bytes: total * int64(scaleShape.Size), LoadAvg: DescribeMachine(time.Now()).LoadAvg}
 	group := fmt.Sprintf("bench-scale-%d-%d", n, round)
 	settings := handlerSettings(in.brokers(), in.connectionString())
 	settings[config.KafkaGroup] = group
@@ -164,12 +171,20 @@ func scaleRun(ctx context.Context, cfg Config, in *infra, appDir string, n, roun
 	var wg sync.WaitGroup
 	var finished atomic.Bool
 	t0 := time.Now()
-	for i, h := range hosts {
+	if ticks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = fireUntil(runCtx, h, &finished, &res.PerProcess[i])
+			errs[0] = tickUntil(runCtx, hosts, &finished, res.PerProcess)
 		}()
+	} else {
+		for i, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = fireUntil(runCtx, h, &finished, &res.PerProcess[i])
+			}()
+		}
 	}
 	done := false
 	for !done {
@@ -211,35 +226,64 @@ func scaleRun(ctx context.Context, cfg Config, in *infra, appDir string, n, roun
 	return res, nil
 }
 
+// tickUntil fires every host's timer together, again when all invocations
+// have ended, until finished is set.
+func tickUntil(ctx context.Context, hosts []*funchost.Host, finished *atomic.Bool, shares []ProcessShare) error {
+	for !finished.Load() {
+		errs := make([]error, len(hosts))
+		var wg sync.WaitGroup
+		for i, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = fireOnce(ctx, h, &shares[i])
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fireUntil fires h's timer again as soon as each invocation ends, until
 // finished is set, adding what each drain reported to share.
 func fireUntil(ctx context.Context, h *funchost.Host, finished *atomic.Bool, share *ProcessShare) error {
 	for !finished.Load() {
-		r, err := h.InvokeTimer(ctx, timerFunctionName, funchost.TimerInvocation{})
-		if err != nil {
+		if err := fireOnce(ctx, h, share); err != nil {
 			return err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+	}
+	return nil
+}
+
+// fireOnce fires h's timer once and adds what its drain reported to share.
+func fireOnce(ctx context.Context, h *funchost.Host, share *ProcessShare) error {
+	r, err := h.InvokeTimer(ctx, timerFunctionName, funchost.TimerInvocation{})
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !r.Succeeded() {
+		return fmt.Errorf("timer invocation failed: %w: %q", r.Err, r.Logs)
+	}
+	share.Invocations++
+	for _, l := range r.Logs {
+		m := drainLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
 		}
-		if !r.Succeeded() {
-			return fmt.Errorf("timer invocation failed: %w: %q", r.Err, r.Logs)
+		recs, _ := strconv.ParseInt(m[1], 10, 64)
+		parts, _ := strconv.Atoi(m[2])
+		share.Records += recs
+		share.Partitions = max(share.Partitions, parts)
+		if m[3] == "group rebalanced" {
+			share.Rebalanced++
 		}
-		share.Invocations++
-		for _, l := range r.Logs {
-			m := drainLine.FindStringSubmatch(l)
-			if m == nil {
-				continue
-			}
-			recs, _ := strconv.ParseInt(m[1], 10, 64)
-			parts, _ := strconv.Atoi(m[2])
-			share.Records += recs
-			share.Partitions = max(share.Partitions, parts)
-			if m[3] == "rebalanced" {
-				share.Rebalanced++
-			}
-			break
-		}
+		break
 	}
 	return nil
 }
@@ -271,6 +315,10 @@ func scaleRows(rs []ScaleResult) []map[string]any {
 			bestOf[r.Processes] = r
 		}
 	}
+	mode := "back-to-back"
+	if len(rs) > 0 && rs[0].Ticks {
+		mode = "ticks"
+	}
 	var out []map[string]any
 	for _, n := range order {
 		r := bestOf[n]
@@ -285,7 +333,7 @@ func scaleRows(rs []ScaleResult) []map[string]any {
 			recs[i] = p.Records
 		}
 		out = append(out, map[string]any{
-			"case": fmt.Sprintf("scale-out/%d-processes", n), "processes": n, "gomaxprocs": 1,
+			"case": fmt.Sprintf("scale-out/%d-processes", n), "processes": n, "gomaxprocs": 1, "firing": mode,
 			"record_bytes": scaleShape.Size, "keyed": false, "records": r.Records,
 			"seconds": round2(r.Seconds), "mb_per_s": round2(r.MBPerSecond()), "rounds_mb_per_s": rounds,
 			"speedup_vs_1_process":   round2(ratio(r.MBPerSecond(), bestOf[1].MBPerSecond())),
@@ -293,7 +341,7 @@ func scaleRows(rs []ScaleResult) []map[string]any {
 			"per_process":            r.PerProcess,
 			"duplicates":             r.Duplicates,
 			"loadavg_at_round_start": r.LoadAvg,
-			"what":                   "the real handler under funchost, one process per function app instance (GOMAXPROCS=1), timers fired back to back, one consumer group; seconds until the group committed the end of every partition",
+			"what":                   "the real handler under funchost, one process per function app instance (GOMAXPROCS=1), one consumer group, MIRROR_FOLLOW=false; firing back-to-back: each timer again as soon as its invocation ends; ticks: all timers together, the next tick when all ended; seconds until the group committed the end of every partition",
 		})
 	}
 	return out
@@ -310,7 +358,7 @@ func printScale(b io.Writer, rs []ScaleResult) {
 		for i, p := range r.PerProcess {
 			recs[i] = p.Records
 		}
-		fmt.Fprintf(b, "  %d processes, round %d: %.1f MB/s aggregate (%.1f s), records per process %v, duplicates %d, load avg %s\n",
-			r.Processes, r.Round, r.MBPerSecond(), r.Seconds, recs, r.Duplicates, r.LoadAvg)
+		fmt.Fprintf(b, "  %d processes (ticks %t), round %d: %.1f MB/s aggregate (%.1f s), records per process %v, duplicates %d, load avg %s\n",
+			r.Processes, r.Ticks, r.Round, r.MBPerSecond(), r.Seconds, recs, r.Duplicates, r.LoadAvg)
 	}
 }

@@ -18,6 +18,12 @@ import (
 // emulator, the processes' reports add up to at least the backlog, and
 // .bench/latest.json gets one row per process count with its split.
 func TestScaleOutCase(t *testing.T) {
+	for _, ticks := range []bool{false, true} {
+		t.Run(map[bool]string{false: "back-to-back", true: "ticks"}[ticks], func(t *testing.T) { testScaleOut(t, ticks) })
+	}
+}
+
+func testScaleOut(t *testing.T, ticks bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var stderr lockedBuffer
@@ -25,7 +31,7 @@ func TestScaleOutCase(t *testing.T) {
 	cfg := bench.Config{
 		Quick:        true,
 		Shapes:       []bench.Shape{},
-		Scale:        &bench.ScaleConfig{Processes: []int{1, 2}, PerPartition: 100},
+		Scale:        &bench.ScaleConfig{Processes: []int{1, 2}, PerPartition: 100, Ticks: ticks},
 		StartSamples: -1,
 		IdleDrains:   -1,
 		Self:         []string{os.Args[0]},
@@ -47,7 +53,7 @@ func TestScaleOutCase(t *testing.T) {
 		t.Fatalf("%d scale-out rounds, want 2", len(res.Scale))
 	}
 	for i, r := range res.Scale {
-		if r.Processes != i+1 || len(r.PerProcess) != r.Processes || r.Records != 2000 || r.Seconds <= 0 || r.Duplicates < 0 {
+		if r.Processes != i+1 || r.Ticks != ticks || len(r.PerProcess) != r.Processes || r.Records != 2000 || r.Seconds <= 0 || r.Duplicates < 0 {
 			t.Fatalf("round %d: %+v", i, r)
 		}
 		var sum int64

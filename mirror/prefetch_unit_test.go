@@ -1,7 +1,9 @@
 package mirror
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,24 +100,25 @@ func TestPrefetchChargesTheInFlightBound(t *testing.T) {
 
 	// Concurrent charges never pass the budget.
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	peak := int64(0)
+	var held, peak atomic.Int64 // successful charges not yet released
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 500 {
 				if d.chargePrefetch(mib) {
-					mu.Lock()
-					peak = max(peak, d.pipe.charged.Load())
-					mu.Unlock()
+					h := held.Add(mib)
+					for p := peak.Load(); h > p && !peak.CompareAndSwap(p, h); p = peak.Load() {
+					}
+					runtime.Gosched()
+					held.Add(-mib)
 					d.releasePrefetch(mib)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if peak > 6*mib {
+	if peak := peak.Load(); peak > 6*mib {
 		t.Fatalf("prefetches held %d bytes at once, budget %d", peak, 6*mib)
 	}
 }
