@@ -80,6 +80,10 @@ type ProcessShare struct {
 	// Rebalanced counts its drains that ended because the group
 	// rebalanced (a process joined).
 	Rebalanced int `json:"rebalanced_drains"`
+	// Failed counts its invocations that failed (the host drops their
+	// report, so their records are not in Records); the next one goes on
+	// from the group's committed offsets, as the next tick would.
+	Failed int `json:"failed_invocations"`
 }
 
 // scaleShape is the scale-out case's records.
@@ -216,12 +220,14 @@ func scaleRun(ctx context.Context, cfg Config, in *infra, appDir string, n, roun
 		return res, err
 	}
 	var mirrored int64
+	failed := 0
 	for _, p := range res.PerProcess {
 		mirrored += p.Records
+		failed += p.Failed
 	}
 	res.Duplicates = in.emulatorEvents() - before - total
-	if mirrored < total || res.Duplicates < 0 {
-		return res, fmt.Errorf("processes reported %d records and the emulator stored %d events, want at least %d", mirrored, total+res.Duplicates, total)
+	if res.Duplicates < 0 || (failed == 0 && mirrored < total) {
+		return res, fmt.Errorf("processes reported %d records (%d failed invocations) and the emulator stored %d events, want at least %d", mirrored, failed, total+res.Duplicates, total)
 	}
 	return res, nil
 }
@@ -267,10 +273,11 @@ func fireOnce(ctx context.Context, h *funchost.Host, share *ProcessShare) error 
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if !r.Succeeded() {
-		return fmt.Errorf("timer invocation failed: %w: %q", r.Err, r.Logs)
-	}
 	share.Invocations++
+	if !r.Succeeded() {
+		share.Failed++
+		return nil
+	}
 	for _, l := range r.Logs {
 		m := drainLine.FindStringSubmatch(l)
 		if m == nil {
@@ -360,5 +367,8 @@ func printScale(b io.Writer, rs []ScaleResult) {
 		}
 		fmt.Fprintf(b, "  %d processes (ticks %t), round %d: %.1f MB/s aggregate (%.1f s), records per process %v, duplicates %d, load avg %s\n",
 			r.Processes, r.Ticks, r.Round, r.MBPerSecond(), r.Seconds, recs, r.Duplicates, r.LoadAvg)
+		for i, p := range r.PerProcess {
+			fmt.Fprintf(b, "    process %d: %d invocations (%d failed), %d drains ended by a rebalance, at most %d partitions\n", i+1, p.Invocations, p.Failed, p.Rebalanced, p.Partitions)
+		}
 	}
 }
