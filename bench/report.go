@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Targets of issue 7.
@@ -23,8 +24,11 @@ const (
 	TargetRSSGrowth = 1.5
 	// TargetFarFraction: 1 KiB records with Kafka 20 or 50 ms away and
 	// Event Hubs 20 ms away, as a fraction of the loopback throughput
-	// (issue 16).
-	TargetFarFraction = 0.8
+	// (issue 25; 0.8 in issue 16). Farther Kafkas (100 ms) are reported,
+	// not targeted.
+	TargetFarFraction = 0.85
+	// TargetFarMaxRTT is the farthest Kafka TargetFarFraction applies to.
+	TargetFarMaxRTT = 50 * time.Millisecond
 	// TargetFollowP99Ms: p99 replication latency with follow mode on.
 	TargetFollowP99Ms = 1000.0
 )
@@ -107,6 +111,7 @@ func (r *Results) JSON() []map[string]any {
 	for _, q := range r.Quota {
 		out = append(out, map[string]any{"case": fmt.Sprintf("quota/%s/%dTU", q.Case, q.Units), "quota": q})
 	}
+	out = append(out, scaleRows(r.Scale)...)
 	for _, l := range r.Latency {
 		name := "latency-follow-off"
 		if l.Follow {
@@ -220,6 +225,7 @@ func (r *Results) PrintTable(w io.Writer) error {
 		fmt.Fprintf(&b, "\nlatency, follow %t, %d records/s of %d B keyed for %.0f s, schedule %q: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d of %d records; invocations %v s)\n",
 			l.Follow, l.Rate, l.Size, l.Seconds, l.Schedule, l.P50Ms, l.P99Ms, l.MaxMs, l.Mirrored, l.Produced, l.Invocations)
 	}
+	printScale(&b, r.Scale)
 	fmt.Fprintf(&b, "\nidle drain (warm process): median %.1f ms of %d %v\n", median(r.IdleDrainsMs), len(r.IdleDrainsMs), r.IdleDrainsMs)
 	fmt.Fprintf(&b, "handler start-to-ready: median %.1f ms of %d %v\n\n", median(r.StartToReadyMs), len(r.StartToReadyMs), r.StartToReadyMs)
 	for _, t := range r.Targets() {
@@ -301,7 +307,11 @@ func (r *Results) Targets() []Target {
 				}
 				continue
 			}
-			check(cc.Fraction(i) >= TargetFarFraction, "%s %s: %.1f MB/s = %.2f of loopback (target ≥ %.1f)", cc.Name, v.Variant.Name, v.Mirror.MBPerSecond(), cc.Fraction(i), TargetFarFraction)
+			if v.Variant.KafkaRTT > TargetFarMaxRTT {
+				out = append(out, Target{"n/a", fmt.Sprintf("%s %s: %.1f MB/s = %.2f of loopback (no target beyond %s)", cc.Name, v.Variant.Name, v.Mirror.MBPerSecond(), cc.Fraction(i), TargetFarMaxRTT)})
+				continue
+			}
+			check(cc.Fraction(i) >= TargetFarFraction, "%s %s: %.1f MB/s = %.2f of loopback (target ≥ %.2f)", cc.Name, v.Variant.Name, v.Mirror.MBPerSecond(), cc.Fraction(i), TargetFarFraction)
 		}
 	}
 	for _, l := range r.Latency {

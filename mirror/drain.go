@@ -198,6 +198,9 @@ type drain struct {
 	rep    *Report
 	logger *slog.Logger
 
+	// pipe adapts prefetches to the round trip to Kafka (prefetch.go).
+	pipe fetchPipeline
+
 	inflight *semaphore.Weighted
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
