@@ -45,6 +45,18 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	// Keep a margin so that the final commit happens inside the deadline.
 	margin := min(max(time.Until(deadline)/10, 100*time.Millisecond), 5*time.Second)
 	workCtx, cancelWork := context.WithDeadline(ctx, deadline.Add(-margin))
+	win := lim.window
+	if win != nil {
+		// A drain handed over from invocation to invocation: each
+		// invocation's MIRROR_MAX_DURATION bounds its window (see
+		// Service.DrainFollowing), the window bounds the drain.
+		cancelWork()
+		deadline, margin = time.Time{}, handoverMargin
+		workCtx, cancelWork = context.WithCancel(ctx)
+	} else if !lim.FollowUntil.IsZero() {
+		win = newFollowWindow(lim.FollowUntil, 0)
+		defer win.stop()
+	}
 	defer cancelWork()
 
 	mirrored, err := m.selectTopics(workCtx, nil)
@@ -128,6 +140,10 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		topics:    topics,
 		released:  make(map[TopicPartition]bool),
 		live:      newLiveDrain(),
+		win:       win,
+	}
+	if lim.window != nil {
+		d.winLatency.Store(new(latencyHistogram))
 	}
 	for _, t := range topics {
 		d.ids[t.Name] = t.ID
@@ -138,6 +154,9 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	m.live.start(d, deadline)
 	defer m.live.end(d)
+	if lim.started != nil {
+		lim.started(d)
+	}
 	d.run(ctx, workCtx, margin)
 	return rep, nil
 }
@@ -220,6 +239,14 @@ type drain struct {
 	// latency is Event Hubs' acknowledgement time minus the Kafka
 	// timestamp of each record mirrored.
 	latency latencyHistogram
+	// winLatency is the latency of the records mirrored in the current
+	// invocation's window of a drain handed over (nil for other drains).
+	winLatency atomic.Pointer[latencyHistogram]
+	// win ends a following drain's reading; nil when it does not follow.
+	win *followWindow
+	// repMu orders the end of the drain (final commit, report) with the
+	// window reports taken while it runs (see snapshot).
+	repMu sync.Mutex
 
 	stopOnce  sync.Once
 	stopped   string
@@ -343,6 +370,8 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// canceled: what Event Hubs acknowledged must be committed.
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(margin, time.Second))
 	defer cancel()
+	d.repMu.Lock()
+	defer d.repMu.Unlock()
 	if d.dd != nil {
 		d.dd.final.Store(true) // every sender has ended
 	}
@@ -469,18 +498,28 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 
 // report fills the drain's report.
 func (d *drain) report(ctx context.Context) {
-	tps := make([]TopicPartition, 0, len(d.order))
-	for _, ps := range d.order {
-		tps = append(tps, ps.tp)
+	d.fill(ctx, d.rep, d.stopped, d.latency.summary(), true)
+}
+
+// fill fills rep with what the drain did so far, as a drain that stopped
+// for stopped, with latency. The lag is measured from the partitions' log
+// ends read now with readEnds, else from those the readers last saw.
+func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *Latency, readEnds bool) {
+	var wms map[TopicPartition]Watermarks
+	if readEnds {
+		tps := make([]TopicPartition, 0, len(d.order))
+		for _, ps := range d.order {
+			tps = append(tps, ps.tp)
+		}
+		var err error
+		if wms, err = d.m.source.Watermarks(ctx, tps); err != nil {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
+		}
 	}
-	wms, err := d.m.source.Watermarks(ctx, tps)
-	if err != nil {
-		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
-	}
-	d.rep.Stopped = d.stopped
-	d.rep.Throttled, d.rep.ThrottledWait = d.throttled.Load(), time.Duration(d.throttledWait.Load())
-	d.rep.Outages = d.live.outages(time.Now())
-	d.rep.Latency = d.latency.summary()
+	rep.Stopped = stopped
+	rep.Throttled, rep.ThrottledWait = d.throttled.Load(), time.Duration(d.throttledWait.Load())
+	rep.Outages = d.live.outages(time.Now())
+	rep.Latency = latency
 	caughtUp := true
 	for _, ps := range d.order {
 		ps.mu.Lock()
@@ -522,22 +561,22 @@ func (d *drain) report(ctx context.Context) {
 		if pr.LagAfter > 0 {
 			caughtUp = false
 		}
-		d.rep.Records += pr.Records
-		d.rep.Bytes += pr.Bytes
-		d.rep.Skipped += int64(len(pr.SkippedOffsets))
-		d.rep.LagAfter += pr.LagAfter
-		d.rep.Partitions = append(d.rep.Partitions, pr)
+		rep.Records += pr.Records
+		rep.Bytes += pr.Bytes
+		rep.Skipped += int64(len(pr.SkippedOffsets))
+		rep.LagAfter += pr.LagAfter
+		rep.Partitions = append(rep.Partitions, pr)
 	}
-	if (d.rep.Stopped == StopCaughtUp || d.rep.Stopped == StopFollowed) && !caughtUp {
+	if (rep.Stopped == StopCaughtUp || rep.Stopped == StopFollowed) && !caughtUp {
 		// Readers ended at the end they saw, but failed partitions or new
 		// records left lag behind.
-		if d.rep.Failed() {
-			d.rep.Stopped = StopFailed
+		if rep.Failed() {
+			rep.Stopped = StopFailed
 		}
 	}
-	d.dedupReport()
-	d.m.busyLag(ctx, d.rep)
-	sortReports(d.rep.Partitions)
+	d.dedupReport(rep)
+	d.m.busyLag(ctx, rep)
+	sortReports(rep.Partitions)
 }
 
 func sortReports(prs []PartitionReport) {

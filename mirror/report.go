@@ -188,7 +188,7 @@ func (r *Report) Failed() bool {
 
 // CaughtUp reports whether the drain left no lag on the partitions it owned.
 func (r *Report) CaughtUp() bool {
-	return r.LagAfter == 0 && (r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo || r.Stopped == StopFollowed)
+	return r.LagAfter == 0 && (r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo || r.Stopped == StopFollowed || r.Stopped == StopHandedOver)
 }
 
 // markLagUnknown sets LagAfter to LagUnknown when the drain could not

@@ -1,0 +1,122 @@
+package mirror_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// runningDrain returns the one drain running in m, failing when there is
+// not exactly one.
+func runningDrain(t *testing.T, m *mirror.Mirror) mirror.RunningDrain {
+	t.Helper()
+	r := m.Running()
+	if len(r) != 1 {
+		t.Fatalf("%d drains running, want 1: %+v", len(r), r)
+	}
+	return r[0]
+}
+
+// The next scheduled invocation adopts the following drain of the one
+// before: records produced between the two invocations reach Event Hubs
+// before the second arrives (the drain never stopped: same drain, same
+// claim, no rejoin), each invocation's report counts its own window, and
+// without a third invocation the drain stops and commits everything within
+// the grace, logging what it mirrored after the last window.
+func TestHandoverKeepsFollowingBetweenInvocations(t *testing.T) {
+	e := newEnv(t)
+	m := e.newMirror(mirror.Options{})
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	defer svc.Close()
+	ctx := context.Background()
+	n := 0
+	produce := func() {
+		e.produce(followRecord(int32(n%4), n))
+		n++
+	}
+	for range 8 {
+		produce()
+	}
+
+	rep1, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(1500*time.Millisecond))
+	if err != nil {
+		t.Fatalf("first invocation: %v", err)
+	}
+	if rep1.Stopped != mirror.StopHandedOver || rep1.Records != 8 || rep1.Failed() {
+		t.Fatalf("first invocation: stopped %q, records %d, lines %q; want %q, 8", rep1.Stopped, rep1.Records, rep1.Lines(), mirror.StopHandedOver)
+	}
+	before := runningDrain(t, m)
+
+	// Between the invocations: records are mirrored by the drain that
+	// goes on, not left for the next invocation.
+	for range 4 {
+		produce()
+	}
+	waitEvents(t, e, int64(n), 2*time.Second)
+	if got := runningDrain(t, m); !got.Started.Equal(before.Started) {
+		t.Fatalf("the drain between invocations started at %v, want the first invocation's (%v)", got.Started, before.Started)
+	}
+
+	rep2, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatalf("second invocation: %v", err)
+	}
+	if after := runningDrain(t, m); !after.Started.Equal(before.Started) {
+		t.Fatalf("the second invocation started a drain (%v); want it to adopt the first's (%v)", after.Started, before.Started)
+	}
+	if rep2.Stopped != mirror.StopHandedOver || rep2.Records != 4 || rep2.Failed() {
+		t.Fatalf("second invocation: stopped %q, records %d, lines %q; want %q and the 4 records of the gap", rep2.Stopped, rep2.Records, rep2.Lines(), mirror.StopHandedOver)
+	}
+
+	// No third invocation: the drain stops within the grace and commits.
+	for range 3 {
+		produce()
+	}
+	waitEvents(t, e, int64(n), 2*time.Second)
+	deadline := time.Now().Add(mirror.HandoverGrace + 5*time.Second)
+	for len(m.Running()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the drain still runs %s after its last window", mirror.HandoverGrace+5*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lag, err := m.Lag(ctx, nil)
+	if err != nil || lag.Total != 0 {
+		t.Fatalf("lag after the drain stopped: %+v, %v; want everything committed", lag, err)
+	}
+	reps := svc.Reports()
+	tail := reps[len(reps)-1]
+	if len(reps) != 3 || tail.Stopped != mirror.StopFollowed || tail.Records != 3 || tail.Failed() {
+		t.Fatalf("reports %d, the last: stopped %q, records %d, lines %q; want 3, the tail %q with the 3 records after the last window", len(reps), tail.Stopped, tail.Records, tail.Lines(), mirror.StopFollowed)
+	}
+	if got := e.emu.Stats().EventsStored; got != int64(n) {
+		t.Fatalf("%d events for %d records", got, n)
+	}
+}
+
+// A manual (not following) run while a drain waits in its grace stops it
+// first and then drains as before: the partitions are not busy.
+func TestManualRunStopsAFollowerInItsGrace(t *testing.T) {
+	e := newEnv(t)
+	m := e.newMirror(mirror.Options{})
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	defer svc.Close()
+	ctx := context.Background()
+	e.produce(followRecord(0, 0), followRecord(1, 1))
+	if rep, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(time.Second)); err != nil || rep.Stopped != mirror.StopHandedOver {
+		t.Fatalf("invocation: %v, %+v", err, rep)
+	}
+	e.produce(followRecord(2, 2))
+	rep, err := svc.DrainFollowing(ctx, "timer (past due)", time.Time{})
+	if err != nil {
+		t.Fatalf("manual run: %v", err)
+	}
+	if rep.Stopped == mirror.StopBusy || !rep.CaughtUp() || rep.Failed() {
+		t.Fatalf("manual run: %q", rep.Lines())
+	}
+	if got := e.emu.Stats().EventsStored; got != 3 {
+		t.Fatalf("%d events for 3 records", got)
+	}
+}
