@@ -138,6 +138,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		stoppedCh: make(chan struct{}),
 		ids:       make(map[string]string, len(topics)),
 		topics:    topics,
+		mirrored:  mirrored,
 		released:  make(map[TopicPartition]bool),
 		live:      newLiveDrain(),
 		win:       win,
@@ -226,6 +227,8 @@ type drain struct {
 	// the broker reports none.
 	ids    map[string]string
 	topics []Topic
+	// mirrored are the topics the claim subscribes to.
+	mirrored []Topic
 	// firstDeployment is set when KAFKA_START_OFFSET=latest applies: the
 	// group has no committed offset on any mirrored partition.
 	firstDeployment bool

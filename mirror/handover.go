@@ -79,6 +79,15 @@ func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Tim
 	if end.Before(until) {
 		until = end
 	}
+	s.mu.Lock()
+	f := s.follower
+	s.mu.Unlock()
+	if d := f.running(); d != nil && !d.current(ctx) {
+		// A drain mirrors the topics, pauses and hubs it found when it
+		// started: after a change, a new drain takes over.
+		s.mirror.opts.Logger.InfoContext(ctx, "topics, pauses or hubs changed: the drain handed over stops and a new one starts", "run", run)
+		s.stopFollower()
+	}
 	var earlier []string
 	for rejoins := 0; ; rejoins++ {
 		f := s.adopt(run, until)
@@ -352,4 +361,64 @@ func (d *drain) snapshot(ctx context.Context) *Report {
 	}
 	d.fill(ctx, rep, StopHandedOver, nil, false)
 	return rep
+}
+
+// running returns f's drain, nil when f is nil or its drain has not started.
+func (f *follower) running() *drain {
+	if f == nil {
+		return nil
+	}
+	return f.drain.Load()
+}
+
+// current reports whether the drain still mirrors what a drain starting
+// now would: it got every partition it was given (none was busy), and it
+// has the same subscription and topics (names, ids, partition counts), the
+// same topics paused, and no topic left out for its hub whose hub can now
+// be used. When Kafka cannot tell, it is current (the drain
+// reports the failures).
+func (d *drain) current(ctx context.Context) bool {
+	d.repMu.Lock()
+	busy := d.rep.Stopped != ""
+	for _, p := range d.rep.Partitions {
+		// Held by a catch-up when the drain started: a new drain takes
+		// them once they are free.
+		busy = busy || p.Busy
+	}
+	d.repMu.Unlock()
+	if busy {
+		return false
+	}
+	m := d.m
+	mirrored, err := m.selectTopics(ctx, nil)
+	if err != nil || !sameTopics(mirrored, d.mirrored) {
+		return err != nil
+	}
+	topics, _, _, err := m.dropPaused(ctx, narrowed(mirrored, d.lim.Topics))
+	if err != nil || !sameTopics(topics, d.topics) {
+		return err != nil
+	}
+	for _, he := range d.rep.HubErrors {
+		if hub, err := m.sink.Hub(ctx, he.Hub); err == nil && len(hub.PartitionIDs) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sameTopics reports whether a and b hold the same topics, in any order.
+func sameTopics(a, b []Topic) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := make(map[string]Topic, len(a))
+	for _, t := range a {
+		in[t.Name] = t
+	}
+	for _, t := range b {
+		if in[t.Name] != t {
+			return false
+		}
+	}
+	return true
 }

@@ -2,8 +2,11 @@ package mirror_test
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -118,5 +121,50 @@ func TestManualRunStopsAFollowerInItsGrace(t *testing.T) {
 	}
 	if got := e.emu.Stats().EventsStored; got != 3 {
 		t.Fatalf("%d events for 3 records", got)
+	}
+}
+
+// A topic resumed while a drain is handed over is mirrored from the next
+// invocation: the drain mirrors the topics it found when it started, so
+// the invocation does not adopt it and starts a new one.
+func TestResumeWhileHandedOverStartsANewDrain(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil, withControl)
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	defer svc.Close()
+	ctx := context.Background()
+	if _, err := svc.SetPaused(ctx, mirror.TopicSelection{Names: []string{topic}}, true, "test", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(&kgo.Record{Topic: "prod.test2", Partition: 0, Value: []byte("a")}, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("b")})
+	rep1, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(time.Second))
+	if err != nil || rep1.Stopped != mirror.StopHandedOver || rep1.Records != 1 {
+		t.Fatalf("first invocation: %v, %q", err, rep1.Lines())
+	}
+	first := runningDrain(t, m)
+	if _, err := svc.SetPaused(ctx, mirror.TopicSelection{Names: []string{topic}}, false, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	rep2, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(2*time.Second))
+	if err != nil || rep2.Stopped != mirror.StopHandedOver || len(rep2.Paused) != 0 || len(rep2.Partitions) != 8 {
+		t.Fatalf("invocation after the resume: %v, %q; want both topics", err, rep2.Lines())
+	}
+	if got := runningDrain(t, m); got.Started.Equal(first.Started) {
+		t.Fatalf("the drain that started with %s paused was adopted after its resume", topic)
+	}
+	// The resume's catch-up, or the new drain, mirrors the resumed topic;
+	// a drain that found partitions busy (held by the catch-up) is not
+	// adopted either: the next invocation's drain holds all of them.
+	waitEvents(t, e, 2, 5*time.Second)
+	waitFor(t, 10*time.Second, "the resume's catch-up ended", func() bool { _, active := svc.ActiveCatchUp(); return !active })
+	rep3, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(time.Second))
+	if err != nil || rep3.Stopped != mirror.StopHandedOver || len(rep3.Partitions) != 8 {
+		t.Fatalf("third invocation: %v, %q", err, rep3.Lines())
+	}
+	for _, p := range rep3.Partitions {
+		if p.Busy {
+			t.Fatalf("third invocation: %s busy: a drain kept partitions it never got", p)
+		}
 	}
 }
