@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -166,5 +168,50 @@ func TestResumeWhileHandedOverStartsANewDrain(t *testing.T) {
 		if p.Busy {
 			t.Fatalf("third invocation: %s busy: a drain kept partitions it never got", p)
 		}
+	}
+}
+
+// A drain whose claim the group ends in the middle of its window (a
+// heartbeat answered "rebalance in progress", as when heartbeats come late
+// on a loaded machine) joins again for the rest of the window when the
+// group has no other member: records produced after the loss are mirrored
+// within the window, not left to the next invocation.
+func TestClaimLostMidWindowRejoins(t *testing.T) {
+	e := newEnv(t)
+	m := e.newMirrorWith(mirror.Options{}, nil, withControl)
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 60 * time.Second})
+	defer svc.Close()
+	ctx := context.Background()
+	e.produce(followRecord(0, 0))
+	until := time.Now().Add(15 * time.Second)
+	done := make(chan *mirror.Report, 1)
+	go func() {
+		rep, _ := svc.DrainFollowing(ctx, "timer", until)
+		done <- rep
+	}()
+	waitEvents(t, e, 1, 5*time.Second)
+	e.cluster.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		hb, ok := req.(*kmsg.HeartbeatRequest)
+		if !ok || hb.Group != e.group {
+			e.cluster.KeepControl()
+			return nil, nil, false
+		}
+		resp := hb.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+		return resp, nil, true
+	})
+	waitFor(t, 10*time.Second, "the drain ended by the lost claim", func() bool {
+		for _, r := range svc.Reports() {
+			if r.Stopped == mirror.StopRebalanced {
+				return true
+			}
+		}
+		return false
+	})
+	e.produce(followRecord(1, 1), followRecord(2, 2))
+	waitEvents(t, e, 3, time.Until(until))
+	rep := <-done
+	if rep.Stopped != mirror.StopHandedOver || rep.Records != 2 {
+		t.Fatalf("the invocation: %q; want its drain joined again and handed over with the 2 records after the loss", rep.Lines())
 	}
 }
