@@ -116,6 +116,11 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	if len(got) == 0 {
 		rep.Stopped = StopNothingToDo
+		if len(names) == 0 && len(rep.HubErrors) > 0 {
+			// The claim was held for the paused topics only: every
+			// topic to read lacks its hub.
+			rep.Stopped = StopFailed
+		}
 		if len(busy) > 0 {
 			rep.Stopped = StopBusy
 			m.busyLag(workCtx, rep)
@@ -238,6 +243,8 @@ type drain struct {
 	dd *dedup
 	// live follows the sends and fetches that keep failing (status).
 	live *liveDrain
+	// published is what the live publisher last wrote (peers.go).
+	published livePublisher
 	// latency is Event Hubs' acknowledgement time minus the Kafka
 	// timestamp of each record mirrored.
 	latency latencyHistogram
@@ -329,6 +336,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// paused during the drain stops being read, what was read is sent and
 	// committed, and its partitions are handed back (see handBackPaused).
 	pausesDone := d.everyInterval(workCtx, stopCommitter, pauseCheckInterval, func() { d.checkPauses(workCtx) })
+	// The live publisher shares the drain's ongoing outages with the
+	// other instances' status (peers.go).
+	liveDone := d.everyInterval(workCtx, stopCommitter, livePublishCheck, func() { d.publishLive(workCtx) })
 
 	followCtx, cancelFollow := d.followContext(readCtx)
 	defer cancelFollow()
@@ -354,6 +364,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	<-committerDone
 	<-watcherDone
 	<-pausesDone
+	<-liveDone
 
 	if !d.isStopped() {
 		switch {
@@ -385,6 +396,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	}
 	d.keepAcked()
 	d.report(finalCtx)
+	d.publishLive(ctx) // after the commit: clears outages that ended
 }
 
 // read fetches one partition and hands its records to the senders.

@@ -3,6 +3,7 @@ package mirror
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -84,6 +85,14 @@ type Options struct {
 	// sees, so that Kafka's offset retention never ends a pause. Default
 	// 1 h.
 	PauseRefresh time.Duration
+	// CatchUpMaxDuration bounds a catch-up whose request gives no bound of
+	// its own, such as the one a resume starts (MIRROR_CATCHUP_MAX_DURATION).
+	// Default 10 min.
+	CatchUpMaxDuration time.Duration
+	// Instance names this process in the live problems its drains publish
+	// for the other instances (peers.go). Default: host name and process
+	// id.
+	Instance string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -132,6 +141,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PauseRefresh <= 0 {
 		o.PauseRefresh = time.Hour
+	}
+	if o.CatchUpMaxDuration <= 0 {
+		o.CatchUpMaxDuration = 10 * time.Minute
+	}
+	if o.Instance == "" {
+		host, _ := os.Hostname()
+		o.Instance = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	return o, nil
 }

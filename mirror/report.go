@@ -104,6 +104,9 @@ type PartitionReport struct {
 	Hub       string `json:"hub"`
 	Records   int64  `json:"records"`
 	Bytes     int64  `json:"bytes"`
+	// LastDelivered is when Event Hubs acknowledged the partition's last
+	// record in the drain; zero when none.
+	LastDelivered time.Time `json:"last_delivered,omitzero"`
 	// FirstOffset and LastOffset are the lowest and highest offsets
 	// mirrored; -1 when none.
 	FirstOffset int64 `json:"first_offset"`
@@ -332,7 +335,7 @@ func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *
 		}
 		pr := PartitionReport{
 			Topic: ps.tp.Topic, Partition: ps.tp.Partition, Hub: ps.hub,
-			Records: ps.records, Bytes: ps.bytes,
+			Records: ps.records, Bytes: ps.bytes, LastDelivered: ps.lastAck,
 			FirstOffset: ps.first, LastOffset: ps.last,
 			Committed: ps.committed,
 			LagBefore: ps.lagBefore,

@@ -217,7 +217,7 @@ func (s *Service) StartCatchUp(req CatchUpRequest) (status CatchUpStatus, starte
 		return CatchUpStatus{}, false, fmt.Errorf("service is shutting down: %w", err)
 	}
 	if req.MaxDuration <= 0 {
-		req.MaxDuration = 10 * time.Minute
+		req.MaxDuration = s.mirror.opts.CatchUpMaxDuration
 	}
 	id, err := newRunID()
 	if err != nil {
