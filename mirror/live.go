@@ -323,8 +323,15 @@ func (t *liveTracker) runningDrains(now time.Time) []RunningDrain {
 	out := make([]RunningDrain, 0, len(t.running))
 	for d, deadline := range t.running {
 		r, b, lag := d.progress()
+		var until time.Time
+		if d.win != nil {
+			until = d.win.windowEnd()
+			if deadline.IsZero() {
+				deadline = d.win.stopAt() // handed over: no MIRROR_MAX_DURATION of its own
+			}
+		}
 		out = append(out, RunningDrain{
-			Run: d.name, Started: d.rep.Started, Deadline: deadline, FollowUntil: d.lim.FollowUntil,
+			Run: d.name, Started: d.rep.Started, Deadline: deadline, FollowUntil: until,
 			Partitions: len(d.order), Records: r, Bytes: b, Lag: lag, Outages: d.live.outages(now),
 		})
 	}

@@ -165,4 +165,11 @@ type Limits struct {
 	// FollowLinger) until this time or MaxDuration, then commit and
 	// return. Zero: return as soon as caught up.
 	FollowUntil time.Time
+
+	// window, when set, is the follow window of a drain handed over from
+	// invocation to invocation (Service.DrainFollowing); it replaces
+	// FollowUntil and MaxDuration, which then bound each invocation.
+	window *followWindow
+	// started, when set, is called with the drain once it runs.
+	started func(*drain)
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -470,14 +471,14 @@ func (d *drain) zombie() bool {
 
 // dedupReport adds to the report's deduplication line what the drain
 // learned while committing: floors left out for lack of room.
-func (d *drain) dedupReport() {
+func (d *drain) dedupReport(rep *Report) {
 	if d.dd == nil || !d.dd.warned.Load() {
 		return
 	}
 	msg := "too many event hub partitions to store their sequence numbers with a commit (Kafka keeps 4096 bytes of metadata): after an unclean end these partitions are at-least-once"
-	if d.rep.Deduplication == "" {
-		d.rep.Deduplication = msg
-	} else {
-		d.rep.Deduplication += "; " + msg
+	if rep.Deduplication == "" {
+		rep.Deduplication = msg
+	} else if !strings.Contains(rep.Deduplication, msg) {
+		rep.Deduplication += "; " + msg
 	}
 }

@@ -69,6 +69,7 @@ func run() error {
 	flag.DurationVar(&lc.Duration, "latency-duration", 60*time.Second, "latency case: how long the producer writes")
 	flag.StringVar(&lc.Schedule, "latency-schedule", "", "latency case: MIRROR_SCHEDULE (default the project's, every minute)")
 	flag.StringVar(&follow, "latency-follow", "false,true", "latency case: MIRROR_FOLLOW values to run, in order")
+	flag.IntVar(&lc.Runs, "latency-runs", 1, "latency case: consecutive runs per MIRROR_FOLLOW value (each a row of its own)")
 	flag.StringVar(&profile, "profile", "", "comma-separated case names whose mirror phase is CPU-profiled (read, send and mirror phases, child and infra) into .bench/cpu-CASE-PHASE[-infra].pprof")
 	flag.IntVar(&cfg.IdleDrains, "idle", 0, "idle drains timed per case (default 5, quick 2; -1 none)")
 	flag.IntVar(&cfg.StartSamples, "starts", 0, "handler start-to-ready samples (default 7, quick 3; -1 none)")
