@@ -203,7 +203,7 @@ func (a *app) offsets(c echo.Context) error {
 	if err != nil {
 		return a.opsError(c, "offset reset", err)
 	}
-	res, err := a.service.Mirror().ResetOffsets(c.Request().Context(), rr)
+	res, err := a.service.ResetOffsets(c.Request().Context(), rr)
 	if err != nil {
 		return a.opsError(c, "offset reset", err)
 	}

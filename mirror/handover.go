@@ -201,6 +201,21 @@ func (s *Service) stopFollower() {
 	<-f.done
 }
 
+// haltFollower stops the follower, also one an invocation is attached to
+// (that invocation reports the drain's end at once), and waits until it
+// returned. It reports whether there was one.
+func (s *Service) haltFollower() bool {
+	s.mu.Lock()
+	f := s.follower
+	s.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	f.win.stop()
+	<-f.done
+	return true
+}
+
 // runFollower runs f's drain until its window and grace are over, it is
 // stopped, or it ends on its own (rebalance, failure). What it mirrored
 // after the last window that no invocation reported is logged as a report

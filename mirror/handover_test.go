@@ -2,6 +2,7 @@ package mirror_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"testing"
 	"time"
@@ -213,5 +214,56 @@ func TestClaimLostMidWindowRejoins(t *testing.T) {
 	rep := <-done
 	if rep.Stopped != mirror.StopHandedOver || rep.Records != 2 {
 		t.Fatalf("the invocation: %q; want its drain joined again and handed over with the 2 records after the loss", rep.Lines())
+	}
+}
+
+// TestResetUnderFollowModeStopsTheFollower: in follow mode this process's
+// drain is handed over from tick to tick and always holds its partitions,
+// so Mirror.ResetOffsets alone is refused as busy; Service.ResetOffsets
+// (what /api/offsets calls) stops the follower, which commits what Event
+// Hubs acknowledged and lets go, applies the reset, and the next tick's
+// drain starts from the reset position.
+func TestResetUnderFollowModeStopsTheFollower(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test1$`)}}, nil, withControl)
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	defer svc.Close()
+	for i := range 10 {
+		e.produce(followRecord(0, i))
+	}
+	window := time.Now().Add(20 * time.Second)
+	done := make(chan *mirror.Report, 1)
+	go func() {
+		rep, _ := svc.DrainFollowing(context.Background(), "timer", window)
+		done <- rep
+	}()
+	waitEvents(t, e, 10, 10*time.Second)
+
+	req := mirror.ResetRequest{Select: mirror.TopicSelection{Names: []string{topic}}, Partitions: []int32{0}, To: mirror.ResetShiftBy, Shift: -4, Apply: true, By: "test"}
+	if _, err := m.ResetOffsets(context.Background(), req); !errors.Is(err, mirror.ErrBusy) {
+		t.Fatalf("a reset beside the following drain: %v, want ErrBusy (the drain holds the partition)", err)
+	}
+	res, err := svc.ResetOffsets(context.Background(), req)
+	if err != nil {
+		t.Fatalf("the operator's reset under follow mode: %v", err)
+	}
+	if len(res.Partitions) != 1 || res.Partitions[0].After != 6 || res.Resent != 4 {
+		t.Fatalf("reset: %+v, want partition 0 moved to 6 with 4 records to send again", res)
+	}
+	select {
+	case rep := <-done:
+		if rep.Failed() {
+			t.Fatalf("the stopped follower's invocation failed: %q", rep.Lines())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the following invocation went on after its drain was stopped for the reset")
+	}
+	if c := e.committed(m, topic)[0]; c != 6 {
+		t.Fatalf("committed %d after the reset, want 6", c)
+	}
+	rep, err := svc.DrainFollowing(context.Background(), "timer", time.Now().Add(1500*time.Millisecond))
+	if err != nil || rep.Failed() || rep.Records != 4 {
+		t.Fatalf("the next tick after the reset: %v, %d records (%q), want the 4 records above the reset", err, rep.Records, rep.Lines())
 	}
 }

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -115,7 +116,7 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	got, busy := m.hold("offset reset", tps, m.holdMark())
 	defer m.release(got)
 	if len(busy) > 0 {
-		return nil, fmt.Errorf("%w: a drain of this process holds %s; try again when it ends", ErrBusy, tpList(busy))
+		return nil, &heldHereError{held: busy}
 	}
 	if err := m.awaitEmptyGroup(ctx); err != nil {
 		return nil, err
@@ -376,4 +377,31 @@ func tpList(tps []TopicPartition) string {
 		s[i] = tp.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// heldHereError is the ErrBusy of a reset whose partitions a drain of this
+// process holds.
+type heldHereError struct{ held []TopicPartition }
+
+func (e *heldHereError) Error() string {
+	return fmt.Sprintf("%v: a drain of this process holds %s; try again when it ends", ErrBusy, tpList(e.held))
+}
+
+func (e *heldHereError) Unwrap() error { return ErrBusy }
+
+// ResetOffsets is [Mirror.ResetOffsets] for an operator of this process.
+// An applied reset whose partitions this process's following drain holds
+// (in follow mode one always does: it is handed over from tick to tick)
+// stops that drain, which sends and commits what it read and lets go of
+// every partition, and is tried once more; the next tick starts a drain
+// from the reset positions. Drains of other instances still make it
+// ErrBusy: pause the topics first there.
+func (s *Service) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResult, error) {
+	res, err := s.mirror.ResetOffsets(ctx, req)
+	var held *heldHereError
+	if !req.Apply || !errors.As(err, &held) || !s.haltFollower() {
+		return res, err
+	}
+	s.mirror.opts.Logger.InfoContext(ctx, "offset reset: the following drain stopped to let go of the partitions", "partitions", tpList(held.held))
+	return s.mirror.ResetOffsets(ctx, req)
 }
