@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -56,6 +57,7 @@ func run() error {
 	}
 
 	a := newApp(os.Getenv, logger, redactor)
+	sizeGC(logger, a.settings.InFlightBytes)
 	// Setting problems go to stderr, which the host logs at Error, as
 	// structured lines with time and level.
 	errLogger := slog.New(slog.NewTextHandler(redactor.Writer(os.Stderr), nil))
@@ -86,4 +88,25 @@ func run() error {
 	}
 	a.Close(shutdownCtx)
 	return nil
+}
+
+// sizeGC sizes the garbage collector from the in-flight bound (see
+// config.GC), unless GOMEMLIMIT or GOGC set it, and logs what it set.
+func sizeGC(logger *slog.Logger, inFlight int64) {
+	available := config.AvailableMemory()
+	limit, percent := config.GC(os.Getenv, inFlight, available)
+	attrs := []any{"available_mb", available >> 20}
+	if limit >= 0 {
+		debug.SetMemoryLimit(limit)
+		attrs = append(attrs, "memory_limit_mb", limit>>20)
+	} else {
+		attrs = append(attrs, "memory_limit", "GOMEMLIMIT")
+	}
+	if percent >= 0 {
+		debug.SetGCPercent(percent)
+		attrs = append(attrs, "gc_percent", percent)
+	} else {
+		attrs = append(attrs, "gc_percent", "GOGC")
+	}
+	logger.Info("garbage collector sized from MIRROR_INFLIGHT_BYTES", attrs...)
 }
