@@ -240,14 +240,10 @@ func sendRoute(ctx context.Context, sink mirror.Sink, g *gen, r *route) (records
 // group, on a process whose Kafka connection and Event Hubs links are open,
 // then times drains that find nothing to do.
 func mirrorPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logger) error {
-	// The handler sizes the garbage collector from the in-flight bound;
-	// the read and send limits keep Go's defaults.
-	limit, percent := config.GC(os.Getenv, config.DefaultInFlightBytes, config.AvailableMemory())
-	if limit >= 0 {
+	// The handler sets the garbage collector's memory limit from the
+	// in-flight bound; the read and send limits keep Go's defaults.
+	if limit, ok := config.MemoryLimit(os.Getenv, config.DefaultInFlightBytes, config.AvailableMemory()); ok {
 		debug.SetMemoryLimit(limit)
-	}
-	if percent >= 0 {
-		debug.SetGCPercent(percent)
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	src, err := newSource(spec, spec.Group, quiet)

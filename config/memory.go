@@ -6,53 +6,39 @@ import (
 	"strings"
 )
 
-// GC sizing. Go's collector by default runs whenever the heap has doubled
-// since the last collection (GOGC=100), however much memory the process
-// may use; with small records it ran about a tenth of the mirror's CPU.
-// The mirror already bounds what it holds (MIRROR_INFLIGHT_BYTES), so the
-// handler lets the heap grow further between collections (GCPercent) under
-// a soft memory limit sized from that bound (MemoryLimit), which the
-// collector keeps to however the heap grows.
+// GC sizing. Go's collector runs whenever the heap has doubled since the
+// last collection (GOGC=100), however much memory the process may use: so a
+// heap that the in-flight bound keeps full (at the namespace's quota) could
+// grow well past what the bound is sized for. The handler sets a soft
+// memory limit (GOMEMLIMIT) from that bound, which the collector keeps to
+// by collecting more often when the heap nears it. GOGC stays as it is: a
+// run with GOGC=400 under the same limit saved no CPU that the shared
+// machine could measure and raised peak RSS by a sixth (README,
+// Performance).
 const (
-	// GCPercent is the GOGC the handler sets when GOGC is not set.
-	GCPercent = 400
 	// memoryLimitBase is the memory limit's part that the in-flight bound
 	// does not size: the runtime, the clients and their buffers (Kafka
-	// fetches, one batch per Event Hubs sender).
+	// fetches read ahead, one batch per Event Hubs sender).
 	memoryLimitBase = 96 << 20
 	// memoryLimitPerInFlight is the memory limit's part per byte of the
-	// in-flight bound: the bound's own bytes and room for the collector.
+	// in-flight bound: the bound's own bytes and the collector's room.
 	memoryLimitPerInFlight = 4
 )
 
-// MemoryLimit is the soft memory limit (GOMEMLIMIT) the handler sets from
-// the in-flight bound when GOMEMLIMIT is not set: 4 × inFlight + 96 MiB
-// (352 MiB for the default 64 MiB), and at most three quarters of
-// available, the memory the process may use (its cgroup's limit, the plan's
-// memory; 0 when unknown).
-func MemoryLimit(inFlight, available int64) int64 {
-	limit := memoryLimitPerInFlight*inFlight + memoryLimitBase
+// MemoryLimit returns the soft memory limit (runtime/debug.SetMemoryLimit)
+// the handler sets for a process whose in-flight bound is inFlight and that
+// may use available bytes (0: unknown): 4 × inFlight + 96 MiB (352 MiB for
+// the default 64 MiB), at most three quarters of available. ok is false
+// when GOMEMLIMIT is set: the user's limit stands.
+func MemoryLimit(getenv func(string) string, inFlight, available int64) (limit int64, ok bool) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	limit = memoryLimitPerInFlight*inFlight + memoryLimitBase
 	if available > 0 {
 		limit = min(limit, available/4*3)
 	}
-	return limit
-}
-
-// GC returns the memory limit and GC percent to set (runtime/debug's
-// SetMemoryLimit and SetGCPercent) for a process whose in-flight bound is
-// inFlight and that may use available bytes (0: unknown). Either is -1 when
-// the environment already sets it (GOMEMLIMIT, GOGC): the user's choice
-// stands. A GOGC of its own without GOMEMLIMIT keeps the limit; a
-// GOMEMLIMIT without GOGC keeps GCPercent.
-func GC(getenv func(string) string, inFlight, available int64) (limit int64, percent int) {
-	limit, percent = MemoryLimit(inFlight, available), GCPercent
-	if getenv("GOMEMLIMIT") != "" {
-		limit = -1
-	}
-	if getenv("GOGC") != "" {
-		percent = -1
-	}
-	return limit, percent
+	return limit, true
 }
 
 // AvailableMemory is the memory limit of the process's cgroup (v2

@@ -2,9 +2,9 @@ package config
 
 import "testing"
 
-// TestGC: the memory limit follows the in-flight bound, is capped by the
-// memory available, and neither is set when the user set it.
-func TestGC(t *testing.T) {
+// TestMemoryLimit: the limit follows the in-flight bound, is capped by the
+// memory available, and is not set when the user set GOMEMLIMIT.
+func TestMemoryLimit(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 	const mib = 1 << 20
 	for _, c := range []struct {
@@ -12,18 +12,17 @@ func TestGC(t *testing.T) {
 		env                 map[string]string
 		inFlight, available int64
 		limit               int64
-		percent             int
+		ok                  bool
 	}{
-		{"default bound", nil, 64 * mib, 0, 352 * mib, GCPercent},
-		{"larger bound", nil, 256 * mib, 0, 1120 * mib, GCPercent},
-		{"small plan", nil, 256 * mib, 1024 * mib, 768 * mib, GCPercent},
-		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, 64 * mib, 0, -1, GCPercent},
-		{"GOGC set", map[string]string{"GOGC": "100"}, 64 * mib, 0, 352 * mib, -1},
-		{"both set", map[string]string{"GOGC": "off", "GOMEMLIMIT": "1GiB"}, 64 * mib, 0, -1, -1},
+		{"default bound", nil, 64 * mib, 0, 352 * mib, true},
+		{"larger bound", nil, 256 * mib, 0, 1120 * mib, true},
+		{"small plan", nil, 256 * mib, 1024 * mib, 768 * mib, true},
+		{"GOGC set", map[string]string{"GOGC": "200"}, 64 * mib, 0, 352 * mib, true},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, 64 * mib, 0, 0, false},
 	} {
-		limit, percent := GC(env(c.env), c.inFlight, c.available)
-		if limit != c.limit || percent != c.percent {
-			t.Errorf("%s: limit %d MiB, percent %d; want %d MiB, %d", c.name, limit/mib, percent, c.limit/mib, c.percent)
+		limit, ok := MemoryLimit(env(c.env), c.inFlight, c.available)
+		if limit != c.limit || ok != c.ok {
+			t.Errorf("%s: limit %d MiB, %v; want %d MiB, %v", c.name, limit/mib, ok, c.limit/mib, c.ok)
 		}
 	}
 }

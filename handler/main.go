@@ -90,23 +90,15 @@ func run() error {
 	return nil
 }
 
-// sizeGC sizes the garbage collector from the in-flight bound (see
-// config.GC), unless GOMEMLIMIT or GOGC set it, and logs what it set.
+// sizeGC sets the garbage collector's soft memory limit from the in-flight
+// bound (see config.MemoryLimit), unless GOMEMLIMIT sets it, and logs it.
 func sizeGC(logger *slog.Logger, inFlight int64) {
 	available := config.AvailableMemory()
-	limit, percent := config.GC(os.Getenv, inFlight, available)
-	attrs := []any{"available_mb", available >> 20}
-	if limit >= 0 {
-		debug.SetMemoryLimit(limit)
-		attrs = append(attrs, "memory_limit_mb", limit>>20)
-	} else {
-		attrs = append(attrs, "memory_limit", "GOMEMLIMIT")
+	limit, ok := config.MemoryLimit(os.Getenv, inFlight, available)
+	if !ok {
+		logger.Info("garbage collector's memory limit from GOMEMLIMIT", "memory_limit_mb", debug.SetMemoryLimit(-1)>>20)
+		return
 	}
-	if percent >= 0 {
-		debug.SetGCPercent(percent)
-		attrs = append(attrs, "gc_percent", percent)
-	} else {
-		attrs = append(attrs, "gc_percent", "GOGC")
-	}
-	logger.Info("garbage collector sized from MIRROR_INFLIGHT_BYTES", attrs...)
+	debug.SetMemoryLimit(limit)
+	logger.Info("garbage collector's memory limit set from MIRROR_INFLIGHT_BYTES", "memory_limit_mb", limit>>20, "available_mb", available>>20)
 }

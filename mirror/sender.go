@@ -10,10 +10,13 @@ import (
 
 // senderQueue is the capacity of a sender's queue. A sender sends what is
 // queued when its previous send returns, so the queue also bounds a batch
-// (about 1,000 events). A queue of 8,192 filled 1 MB batches of 100-byte
-// records but, with 20 senders, held far more events than the in-flight
-// bound accounts for (its per-event estimate is low for small records): in
-// the benchmark RSS doubled to 810 MB and throughput fell by a quarter.
+// (about 1,000 events of 100 B, a quarter of the 1 MB a batch takes). A
+// queue of 8,192 filled the batches but, before the in-flight weight was
+// measured (weight.go), held far more memory than the bound accounted for
+// (RSS doubled). With the measured weight a queue of 4,096 filled batches
+// to 2,500 events at the same RSS, but its two runs on the loaded machine
+// both ended in a consumer group rebalance (as one of four others did), so
+// it is left at 1,024 until a quiet run measures it.
 const senderQueue = 1024
 
 // item is one record's event on its way to Event Hubs. It holds the record
