@@ -14,10 +14,10 @@ func TestMemoryLimit(t *testing.T) {
 		limit               int64
 		ok                  bool
 	}{
-		{"default bound", nil, 64 * mib, 0, 352 * mib, true},
-		{"larger bound", nil, 256 * mib, 0, 1120 * mib, true},
+		{"default bound", nil, 64 * mib, 0, 640 * mib, true},
+		{"larger bound", nil, 256 * mib, 0, 2176 * mib, true},
 		{"small plan", nil, 256 * mib, 1024 * mib, 768 * mib, true},
-		{"GOGC set", map[string]string{"GOGC": "200"}, 64 * mib, 0, 352 * mib, true},
+		{"GOGC set", map[string]string{"GOGC": "200"}, 64 * mib, 0, 640 * mib, true},
 		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, 64 * mib, 0, 0, false},
 	} {
 		limit, ok := MemoryLimit(env(c.env), c.inFlight, c.available)
