@@ -20,16 +20,7 @@ import (
 func TestBatchedEventMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 1}}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	sink := oneHubSink(ctx, t)
 	const size, keyLen, n = 100, 16, 3000 // 3,000 events of ≈ 300 B fit one 1 MB batch
 	slab := make([]byte, n*(size+keyLen))
 	recs := make([]mirror.Record, n)
@@ -81,16 +72,7 @@ func TestBatchedEventMemory(t *testing.T) {
 func TestAddKeepsNothingOfTheEvent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 1}}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	sink := oneHubSink(ctx, t)
 	b, err := sink.NewBatch(ctx, "orders", "0")
 	if err != nil {
 		t.Fatal(err)
@@ -135,4 +117,21 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// oneHubSink starts an emulator with one hub "orders" of one partition and
+// returns a sink to it.
+func oneHubSink(ctx context.Context, t *testing.T) *eventhubs.Sink {
+	t.Helper()
+	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 1}}})
+	if err != nil {
+		t.Fatalf("emulator: %v", err)
+	}
+	t.Cleanup(func() { _ = emu.Close() })
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	return sink
 }

@@ -6,8 +6,9 @@ package mirror
 // rather than guessed (TestInFlightWeightCoversAnItem for the engine's part,
 // eventhubs.TestBatchedEventMemory for the sink's). Before, an event was
 // charged its key and value plus 256 bytes, about a third of what a 100 B
-// record cost, so the bound held three times the memory it was sized for
-// wherever it stayed full (at the namespace's quota).
+// record then cost (estimated from these measurements), so the bound held
+// about three times the memory it was sized for wherever it stayed full (at
+// the namespace's quota).
 //
 // The copy of a value inside a batch is not charged: a sender fills one
 // batch at a time, so those copies are bounded by the number of hub
