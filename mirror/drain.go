@@ -14,9 +14,10 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// eventOverhead approximates the bytes an event adds to its record's key and
-// value: properties, message id and AMQP framing. It only sizes the
-// in-flight memory bound.
+// eventOverhead approximates the bytes an event's encoding adds to its
+// record's key and value: properties, message id and AMQP framing. It only
+// decides when a record is checked against an empty batch (fitsHub); the
+// in-flight bound is charged with InFlightWeight.
 const eventOverhead = 256
 
 // commitTimeout bounds one periodic commit.
