@@ -44,13 +44,15 @@ func (c ConditionCase) Fraction(i int) float64 {
 	return ratio(c.Variants[i].Mirror.MBPerSecond(), c.Variants[0].Mirror.MBPerSecond())
 }
 
-// FarVariants are the far-Kafka case's conditions: loopback, then 20 ms and
-// 50 ms round trips to Kafka with 20 ms to Event Hubs.
+// FarVariants are the far-Kafka case's conditions: loopback, then 20 ms,
+// 50 ms and 100 ms (a Kafka cluster in another continent) round trips to
+// Kafka with 20 ms to Event Hubs.
 func FarVariants() []Variant {
 	return []Variant{
 		{Name: "loopback"},
 		{Name: "kafka-rtt-20ms-eh-rtt-20ms", KafkaRTT: 20 * time.Millisecond, EventHubsRTT: 20 * time.Millisecond},
 		{Name: "kafka-rtt-50ms-eh-rtt-20ms", KafkaRTT: 50 * time.Millisecond, EventHubsRTT: 20 * time.Millisecond},
+		{Name: "kafka-rtt-100ms-eh-rtt-20ms", KafkaRTT: 100 * time.Millisecond, EventHubsRTT: 20 * time.Millisecond},
 	}
 }
 

@@ -40,6 +40,8 @@ type LatencyConfig struct {
 	// Settle bounds the wait, after the producer stops, for the last
 	// records to arrive; default Duration plus two schedule periods (2 min).
 	Settle time.Duration
+	// Runs is how many consecutive runs per follow mode; default 1.
+	Runs int
 }
 
 func (c LatencyConfig) withDefaults() LatencyConfig {
@@ -61,13 +63,18 @@ func (c LatencyConfig) withDefaults() LatencyConfig {
 	if c.Settle <= 0 {
 		c.Settle = c.Duration + 2*time.Minute
 	}
+	if c.Runs <= 0 {
+		c.Runs = 1
+	}
 	return c
 }
 
 // LatencyResult is one steady-load run: for every event, latency = its
 // Event Hubs enqueued time − its Kafka record timestamp.
 type LatencyResult struct {
-	Follow   bool    `json:"follow"`
+	Follow bool `json:"follow"`
+	// Run numbers the consecutive runs of one follow mode, from 1.
+	Run      int     `json:"run"`
 	Schedule string  `json:"schedule"`
 	Rate     int     `json:"rate_records_per_s"`
 	Size     int     `json:"record_bytes"`
@@ -83,7 +90,15 @@ type LatencyResult struct {
 	WorstSeconds []SecondLatency `json:"worst_seconds"`
 	// Invocations are the timer invocations seen, with their durations.
 	Invocations []float64 `json:"invocation_seconds"`
-	Log         string    `json:"log"` // the handler's and the host's output
+	// StallMaxMs is the longest the benchmark process's 10 ms ticker
+	// fired late during the run, StallSecondsOver100ms the seconds in
+	// which it was over 100 ms late (see SecondLatency.StallMs).
+	StallMaxMs            float64 `json:"bench_process_stall_max_ms"`
+	StallSecondsOver100ms int     `json:"bench_process_stall_seconds_over_100ms"`
+	// LoadAvg is the machine's 1-minute load average at the start and at
+	// the end of the run (from /proc/loadavg; 0 where unreadable).
+	LoadAvg [2]float64 `json:"load_average_1m_start_end"`
+	Log     string     `json:"log"` // the handler's and the host's output
 }
 
 // SecondLatency is the latency of the records produced in one second.
@@ -109,18 +124,37 @@ func runLatency(ctx context.Context, cfg Config, lc LatencyConfig) ([]LatencyRes
 	}
 	var out []LatencyResult
 	for _, follow := range lc.Follow {
-		cfg.Logger.Info("case latency", "follow", follow, "rate", lc.Rate, "seconds", lc.Duration.Seconds(), "schedule", lc.Schedule)
-		r, err := latencyRun(ctx, cfg, lc, appDir, follow)
-		if err != nil {
-			return out, fmt.Errorf("bench: latency (follow %t): %w", follow, err)
+		for run := 1; run <= lc.Runs; run++ {
+			cfg.Logger.Info("case latency", "follow", follow, "run", run, "rate", lc.Rate, "seconds", lc.Duration.Seconds(), "schedule", lc.Schedule)
+			load0 := loadAverage()
+			r, err := latencyRun(ctx, cfg, lc, appDir, follow, run)
+			r.Run, r.LoadAvg = run, [2]float64{load0, loadAverage()}
+			if err != nil {
+				return out, fmt.Errorf("bench: latency (follow %t, run %d): %w", follow, run, err)
+			}
+			cfg.Logger.Info("latency", "follow", follow, "run", run, "produced", r.Produced, "mirrored", r.Mirrored, "p50_ms", r.P50Ms, "p99_ms", r.P99Ms, "max_ms", r.MaxMs,
+				"stall_max_ms", r.StallMaxMs, "load", fmt.Sprint(r.LoadAvg), "invocations_s", r.Invocations, "worst_seconds", fmt.Sprint(r.WorstSeconds))
+			out = append(out, r)
 		}
-		cfg.Logger.Info("latency", "follow", follow, "produced", r.Produced, "mirrored", r.Mirrored, "p50_ms", r.P50Ms, "p99_ms", r.P99Ms, "max_ms", r.MaxMs, "invocations_s", r.Invocations, "worst_seconds", fmt.Sprint(r.WorstSeconds))
-		out = append(out, r)
 	}
 	return out, nil
 }
 
-func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string, follow bool) (LatencyResult, error) {
+// loadAverage returns the machine's 1-minute load average, 0 when
+// /proc/loadavg cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		return 0
+	}
+	return l
+}
+
+func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string, follow bool, run int) (LatencyResult, error) {
 	res := LatencyResult{Follow: follow, Schedule: lc.Schedule, Rate: lc.Rate, Size: lc.Size}
 	shape := Shape{Name: "latency", Size: lc.Size, Keyed: true}
 	// Keep every event in the emulator: the latencies are read at the end.
@@ -135,7 +169,7 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 	settings[config.KafkaGroup] = fmt.Sprintf("bench-latency-%t", follow)
 	settings[functions.MirrorScheduleSetting] = lc.Schedule
 	settings[FollowSetting] = fmt.Sprint(follow)
-	res.Log = filepath.Join(cfg.OutDir, fmt.Sprintf("latency-follow-%t.log", follow))
+	res.Log = filepath.Join(cfg.OutDir, fmt.Sprintf("latency-follow-%t-run%d.log", follow, run))
 	logf, err := os.Create(res.Log)
 	if err != nil {
 		return res, fmt.Errorf("handler log: %w", err)
@@ -212,6 +246,12 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 		return res, err
 	}
 	res.WorstSeconds = worstSeconds(bySecond, start, 8)
+	for _, ms := range st {
+		res.StallMaxMs = max(res.StallMaxMs, round2(ms))
+		if ms > 100 {
+			res.StallSecondsOver100ms++
+		}
+	}
 	for i := range res.WorstSeconds {
 		res.WorstSeconds[i].StallMs = round2(st[res.WorstSeconds[i].Second])
 	}

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -38,8 +41,10 @@ type QuotaConfig struct {
 	// LiveFraction is the rate of the records produced during the
 	// catch-up, as a fraction of the quota's events. Default 0.1.
 	LiveFraction float64
-	// DrainSeconds is each drain's duration bound in quota time (the
-	// timer's drains are bounded by the function's budget). Default 60.
+	// DrainSeconds is the timer schedule's period in quota time: drains
+	// run as MirrorTimer runs them with the default settings, fired every
+	// DrainSeconds and following until just before the next tick
+	// (MIRROR_FOLLOW). Default 60, the default schedule's.
 	DrainSeconds float64
 	// Partitioning is the engine's MIRROR_PARTITIONING. Default hash.
 	Partitioning mirror.Partitioning
@@ -193,6 +198,11 @@ func quotaRun(ctx context.Context, sp spawner, qc QuotaConfig, shape Shape, unit
 	if errp := liveErr.Load(); errp != nil {
 		return res, *errp
 	}
+	// The catch-up ends with the last event stored: a following drain
+	// goes on until its window's end once caught up.
+	if last := in.lastEnqueued(); last.After(t0) && last.Before(t1) {
+		t1 = last
+	}
 	secs := t1.Sub(t0).Seconds()
 	res.Seconds = secs * scale
 	events, bytes := float64(st1.EventsStored-st0.EventsStored), float64(st1.BytesStored-st0.BytesStored)
@@ -279,8 +289,24 @@ func (in *infra) liveLatencies(start time.Time) []float64 {
 	return out
 }
 
-// quotaPhase drains with back-to-back drains of spec.DrainDuration until
-// spec.Records records were mirrored and a drain left no lag.
+// lastEnqueued returns the enqueued time of the last event stored.
+func (in *infra) lastEnqueued() time.Time {
+	var last time.Time
+	for ti := range NumTopics {
+		for p := range NumPartitions {
+			for _, ev := range in.emu.Events(TopicName(ti), p) {
+				if ev.EnqueuedTime.After(last) {
+					last = ev.EnqueuedTime
+				}
+			}
+		}
+	}
+	return last
+}
+
+// quotaPhase drains as a deployment's timer does, every spec.DrainDuration
+// with follow mode on, until spec.Records records were mirrored and a drain
+// left no lag.
 func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logger) error {
 	quiet := slog.New(slog.DiscardHandler)
 	src, err := newSource(spec, spec.Group, quiet)
@@ -312,10 +338,28 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 	deadline := time.Now().Add(spec.Timeout)
 	var records int64
 	var problems []string
+	// The drains run as a deployment's MirrorTimer runs them (the default
+	// settings): fired by a schedule of period spec.DrainDuration, bounded
+	// by MIRROR_MAX_DURATION, following (MIRROR_FOLLOW) until
+	// timerFollowMargin before the next tick.
+	origin := time.Now()
 	for time.Now().Before(deadline) {
-		rep, err := eng.Drain(ctx, "bench-quota", mirror.Limits{MaxDuration: spec.DrainDuration})
+		fired := time.Now()
+		next := nextOccurrence(origin, spec.DrainDuration, fired)
+		lim := mirror.Limits{MaxDuration: config.DefaultMaxDuration,
+			FollowUntil: mirror.FollowUntil(fired, next, timerFollowMargin, timerMinFollowWindow)}
+		rep, err := eng.Drain(ctx, "bench-quota", lim)
 		if err != nil {
 			return errors.Join(fmt.Errorf("drain: %w", err), m.stop())
+		}
+		// The drain's line as the service logs it (msg=drain with
+		// throttled=N), on stderr whatever the diagnostics' level.
+		var lines bytes.Buffer
+		mirror.LogReport(ctx, slog.New(slog.NewTextHandler(&lines, nil)), rep, mirror.TriggerTimer, lim.MaxDuration, false)
+		for l := range strings.Lines(lines.String()) {
+			if strings.Contains(l, " msg="+mirror.DrainLogMessage+" ") {
+				_, _ = io.WriteString(os.Stderr, l)
+			}
 		}
 		m.res.Drains++
 		m.res.Throttled += rep.Throttled
@@ -330,6 +374,14 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 		if records >= spec.Records && rep.LagAfter == 0 {
 			break
 		}
+		// The next drain fires at the schedule's next occurrence, or at
+		// once when this one returned after it (the host fires an
+		// occurrence that came while the function ran once it returns).
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), m.stop())
+		case <-time.After(time.Until(next)):
+		}
 	}
 	if err := m.stop(); err != nil {
 		return err
@@ -339,6 +391,23 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 		return fmt.Errorf("mirrored %d of %d records before the timeout", records, spec.Records)
 	}
 	return nil
+}
+
+// The handler's follow window (handler/follow.go): a scheduled drain
+// follows until followMargin before the next tick, when that leaves at
+// least minFollowWindow.
+const (
+	timerFollowMargin    = 500 * time.Millisecond
+	timerMinFollowWindow = time.Second
+)
+
+// nextOccurrence returns the first occurrence after t of a schedule that
+// fires every period from origin.
+func nextOccurrence(origin time.Time, period time.Duration, t time.Time) time.Time {
+	if t.Before(origin) {
+		return origin
+	}
+	return origin.Add((t.Sub(origin)/period + 1) * period)
 }
 
 // firstError is a failed report's first problem.

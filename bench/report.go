@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -25,10 +26,16 @@ const (
 	TargetRSSGrowth = 1.5
 	// TargetFarFraction: 1 KiB records with Kafka 20 or 50 ms away and
 	// Event Hubs 20 ms away, as a fraction of the loopback throughput
-	// (issue 16).
-	TargetFarFraction = 0.8
+	// (issue 25; 0.8 in issue 16). Farther Kafkas (100 ms) are reported,
+	// not targeted.
+	TargetFarFraction = 0.85
+	// TargetFarMaxRTT is the farthest Kafka TargetFarFraction applies to.
+	TargetFarMaxRTT = 50 * time.Millisecond
 	// TargetFollowP99Ms: p99 replication latency with follow mode on.
 	TargetFollowP99Ms = 1000.0
+	// TargetFollowMaxMs: the largest replication latency with follow mode
+	// on (issue 25).
+	TargetFollowMaxMs = 2000.0
 )
 
 // JSON returns the objects of .bench/latest.json: one per case, then
@@ -109,17 +116,20 @@ func (r *Results) JSON() []map[string]any {
 	for _, q := range r.Quota {
 		out = append(out, map[string]any{"case": fmt.Sprintf("quota/%s/%dTU", q.Case, q.Units), "quota": q})
 	}
+	out = append(out, scaleRows(r.Scale)...)
 	for _, l := range r.Latency {
 		name := "latency-follow-off"
 		if l.Follow {
 			name = "latency-follow-on"
 		}
 		out = append(out, map[string]any{
-			"case": name, "follow": l.Follow, "schedule": l.Schedule, "rate_records_per_s": l.Rate, "record_bytes": l.Size, "keyed": true,
+			"case": name, "run": l.Run, "follow": l.Follow, "schedule": l.Schedule, "rate_records_per_s": l.Rate, "record_bytes": l.Size, "keyed": true,
 			"produce_seconds": l.Seconds, "produced": l.Produced, "mirrored": l.Mirrored,
 			"latency_p50_ms": l.P50Ms, "latency_p99_ms": l.P99Ms, "latency_max_ms": l.MaxMs,
-			"invocation_seconds": l.Invocations,
-			"what":               "per event: Event Hubs enqueued time − Kafka record timestamp; the real handler under funchost with the schedule",
+			"invocation_seconds": l.Invocations, "worst_seconds": l.WorstSeconds,
+			"bench_process_stall_max_ms": l.StallMaxMs, "bench_process_stall_seconds_over_100ms": l.StallSecondsOver100ms,
+			"load_average_1m_start_end": l.LoadAvg,
+			"what":                      "per event: Event Hubs enqueued time − Kafka record timestamp; the real handler under funchost with the schedule",
 		})
 	}
 	out = append(out,
@@ -219,9 +229,10 @@ func (r *Results) PrintTable(w io.Writer) error {
 		}
 	}
 	for _, l := range r.Latency {
-		fmt.Fprintf(&b, "\nlatency, follow %t, %d records/s of %d B keyed for %.0f s, schedule %q: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d of %d records; invocations %v s)\n",
-			l.Follow, l.Rate, l.Size, l.Seconds, l.Schedule, l.P50Ms, l.P99Ms, l.MaxMs, l.Mirrored, l.Produced, l.Invocations)
+		fmt.Fprintf(&b, "\nlatency run %d, follow %t, %d records/s of %d B keyed for %.0f s, schedule %q: p50 %.0f ms, p99 %.0f ms, max %.0f ms (%d of %d records; invocations %v s; bench process stalls: max %.0f ms, %d s over 100 ms; load %.1f -> %.1f)\n",
+			l.Run, l.Follow, l.Rate, l.Size, l.Seconds, l.Schedule, l.P50Ms, l.P99Ms, l.MaxMs, l.Mirrored, l.Produced, l.Invocations, l.StallMaxMs, l.StallSecondsOver100ms, l.LoadAvg[0], l.LoadAvg[1])
 	}
+	printScale(&b, r.Scale)
 	fmt.Fprintf(&b, "\nidle drain (warm process): median %.1f ms of %d %v\n", median(r.IdleDrainsMs), len(r.IdleDrainsMs), r.IdleDrainsMs)
 	fmt.Fprintf(&b, "handler start-to-ready: median %.1f ms of %d %v\n\n", median(r.StartToReadyMs), len(r.StartToReadyMs), r.StartToReadyMs)
 	for _, t := range r.Targets() {
@@ -303,7 +314,11 @@ func (r *Results) Targets() []Target {
 				}
 				continue
 			}
-			check(cc.Fraction(i) >= TargetFarFraction, "%s %s: %.1f MB/s = %.2f of loopback (target ≥ %.1f)", cc.Name, v.Variant.Name, v.Mirror.MBPerSecond(), cc.Fraction(i), TargetFarFraction)
+			if v.Variant.KafkaRTT > TargetFarMaxRTT {
+				out = append(out, Target{"n/a", fmt.Sprintf("%s %s: %.1f MB/s = %.2f of loopback (no target beyond %s)", cc.Name, v.Variant.Name, v.Mirror.MBPerSecond(), cc.Fraction(i), TargetFarMaxRTT)})
+				continue
+			}
+			check(cc.Fraction(i) >= TargetFarFraction, "%s %s: %.1f MB/s = %.2f of loopback (target ≥ %.2f)", cc.Name, v.Variant.Name, v.Mirror.MBPerSecond(), cc.Fraction(i), TargetFarFraction)
 		}
 	}
 	for _, l := range r.Latency {
@@ -311,7 +326,8 @@ func (r *Results) Targets() []Target {
 			out = append(out, Target{"n/a", fmt.Sprintf("latency with follow mode off: p99 %.0f ms (bounded by the schedule)", l.P99Ms)})
 			continue
 		}
-		check(l.P99Ms < TargetFollowP99Ms, "latency with follow mode on: p99 %.0f ms (target < %.0f ms)", l.P99Ms, TargetFollowP99Ms)
+		check(l.P99Ms < TargetFollowP99Ms, "latency run %d with follow mode on: p99 %.0f ms (target < %.0f ms)", l.Run, l.P99Ms, TargetFollowP99Ms)
+		check(l.MaxMs < TargetFollowMaxMs, "latency run %d with follow mode on: max %.0f ms (target < %.0f ms)", l.Run, l.MaxMs, TargetFollowMaxMs)
 	}
 	if len(r.IdleDrainsMs) > 0 {
 		check(median(r.IdleDrainsMs) < TargetIdleDrainMs, "idle drain: median %.1f ms (target < %.0f ms)", median(r.IdleDrainsMs), TargetIdleDrainMs)

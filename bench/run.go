@@ -66,6 +66,8 @@ type Config struct {
 	// Quota, when non-nil, runs the quota case (the namespace's ingress
 	// quota, see QuotaConfig).
 	Quota *QuotaConfig
+	// Scale, when non-nil, runs the scale-out case (see ScaleConfig).
+	Scale *ScaleConfig
 	// Logger receives progress. Default: text on stderr.
 	Logger *slog.Logger
 	// ChildStderr receives the children's diagnostics. Default os.Stderr.
@@ -239,6 +241,8 @@ type Results struct {
 	Latency []LatencyResult `json:"latency,omitempty"`
 	// Quota are the quota case's runs.
 	Quota []QuotaResult `json:"quota,omitempty"`
+	// Scale are the scale-out case's rounds.
+	Scale []ScaleResult `json:"scale,omitempty"`
 	// IdleDrainsMs are every case's idle drains, in milliseconds.
 	IdleDrainsMs []float64 `json:"idle_drains_ms"`
 	// StartToReadyMs are the handler's start-to-ready samples.
@@ -301,6 +305,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if cfg.Quota != nil {
 		qr, err := runQuota(ctx, cfg, sp, *cfg.Quota)
 		res.Quota = append(res.Quota, qr...)
+		if err != nil {
+			return res, err
+		}
+	}
+	if cfg.Scale != nil {
+		sr, err := runScale(ctx, cfg, *cfg.Scale)
+		res.Scale = append(res.Scale, sr...)
 		if err != nil {
 			return res, err
 		}

@@ -2,59 +2,27 @@ package checkpointstore_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ehmirror/ehmirror/cutover"
 	"github.com/ehmirror/ehmirror/cutover/filter"
+	"github.com/ehmirror/ehmirror/internal/npmci"
 )
 
 // installJSProcessor installs the pinned JavaScript SDK with its Blob
-// checkpoint store (testdata/jsprocessor/package-lock.json) with npm ci
-// into the user cache, once per lock file content, and returns the
-// directory with processor.mjs beside its node_modules. Node.js and npm
-// are required peers: without them the test fails.
+// checkpoint store (testdata/jsprocessor/package-lock.json) and returns the
+// directory with processor.mjs beside its node_modules.
 func installJSProcessor(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join("testdata", "jsprocessor")
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+	dir, err := npmci.Install(context.Background(), filepath.Join("testdata", "jsprocessor"), "jsprocessor",
+		filepath.Join("node_modules", "@azure", "eventhubs-checkpointstore-blob", "package.json"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	sum := sha256.Sum256(lock)
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(cache, "ehmirror", "jsprocessor-"+hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"package.json", "package-lock.json", "processor.mjs"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@azure", "eventhubs-checkpointstore-blob", "package.json")); err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s (Node.js 20+ and npm are needed): %v\n%s", dir, err, out)
-		}
 	}
 	return dir
 }

@@ -102,6 +102,10 @@ const keyVaultPrefix = "@Microsoft.KeyVault("
 type Problem struct {
 	Setting string `json:"setting"`
 	Message string `json:"message"`
+	// Remedy says what to do ("set X to …"); Doc links to the README
+	// section about the setting (see NewProblem).
+	Remedy string `json:"remedy,omitempty"`
+	Doc    string `json:"doc,omitempty"`
 }
 
 // String is the problem in one line: "SETTING: what is wrong; what is expected".
@@ -305,7 +309,7 @@ type loader struct {
 }
 
 func (l *loader) problem(setting, format string, args ...any) {
-	l.problems = append(l.problems, Problem{Setting: setting, Message: fmt.Sprintf(format, args...)})
+	l.problems = append(l.problems, NewProblem(setting, fmt.Sprintf(format, args...)))
 }
 
 func (l *loader) has(name string) bool { return l.getenv(name) != "" }
@@ -616,7 +620,8 @@ func (s Settings) CheckBudget(functionTimeout time.Duration) *Problem {
 	}
 	limit := functionTimeout * 8 / 10
 	if s.Limits.MaxDuration > limit {
-		return &Problem{Setting: MirrorMaxDuration, Message: fmt.Sprintf("%s is not well inside functionTimeout %s from host.json; keep it at most %s", s.Limits.MaxDuration, functionTimeout, limit)}
+		p := NewProblem(MirrorMaxDuration, fmt.Sprintf("%s is not well inside functionTimeout %s from host.json; keep it at most %s", s.Limits.MaxDuration, functionTimeout, limit))
+		return &p
 	}
 	return nil
 }

@@ -2,10 +2,7 @@ package emulator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ehmirror/ehmirror/internal/npmci"
 	"github.com/ehmirror/ehmirror/partitionkey"
 )
 
@@ -36,48 +34,15 @@ type jsClientResult struct {
 	} `json:"lastEnqueued"`
 }
 
-// installJSClient installs the pinned @azure/event-hubs (package-lock.json)
-// with npm ci into a cache directory outside the repository, once per lock
-// file content, and returns the directory with client.mjs beside its
-// node_modules.
+// installJSClient installs the pinned @azure/event-hubs
+// (testdata/jsclient/package-lock.json) and returns the directory with
+// client.mjs beside its node_modules.
 func installJSClient(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("TestJavaScriptSDK needs Node.js 20+ and npm on PATH (%s not found)", tool)
-		}
-	}
-	src := "testdata/jsclient"
-	lock, err := os.ReadFile(filepath.Join(src, "package-lock.json"))
+	dir, err := npmci.Install(context.Background(), filepath.Join("testdata", "jsclient"), "jsclient",
+		filepath.Join("node_modules", "@azure", "event-hubs", "package.json"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(lock)
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "ehmirror", "jsclient-"+hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"package.json", "package-lock.json", "client.mjs"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@azure", "event-hubs", "package.json")); err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-		}
+		t.Fatalf("TestJavaScriptSDK: %v", err)
 	}
 	return dir
 }

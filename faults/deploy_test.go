@@ -3,6 +3,7 @@ package faults
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,12 @@ type deployScenario struct {
 	// unresolved settings, " "-separated), one per call; the last repeats.
 	// Empty: every reference resolved.
 	refs []string
+	// apps names the function apps terraform lists (function_apps), each
+	// at <name>.azurewebsites.net. Empty: one, func-ehmirror-prod-abc.
+	apps []string
+	// appStatus holds, per app name, answers of that app's /api/status
+	// as status does (the last repeats); an app not here answers status.
+	appStatus map[string][]string
 }
 
 // readyStatus is /api/status of an app that read Kafka and sent its drain.
@@ -104,6 +111,13 @@ func runDeployScenario(t *testing.T, sc deployScenario, env []string, args ...st
 	if len(sc.refs) == 0 {
 		sc.refs = []string{""}
 	}
+	if len(sc.apps) == 0 {
+		sc.apps = []string{"func-ehmirror-prod-abc"}
+	}
+	var apps []string
+	for _, a := range sc.apps {
+		apps = append(apps, fmt.Sprintf(`{"name":%q,"default_hostname":"%s.azurewebsites.net"}`, a, a))
+	}
 	log := filepath.Join(root, "calls.log")
 	files := map[string]string{
 		"scripts/deploy.sh":             string(script),
@@ -112,6 +126,7 @@ func runDeployScenario(t *testing.T, sc deployScenario, env []string, args ...st
 		"infra/backend.hcl":             `storage_account_name = "sttfstate"`,
 		"status.seq":                    strings.Join(sc.status, "\n") + "\n",
 		"refs.seq":                      strings.Join(sc.refs, "\n") + "\n",
+		"function_apps.json":            "[" + strings.Join(apps, ",") + "]\n",
 		// next FILE: the first line of FILE, removed unless it is the last.
 		"bin/next": `#!/bin/sh
 f=$1
@@ -146,7 +161,10 @@ echo "curl $method $url" >>"` + log + `"
 echo "$*" >>"` + log + `.argv"
 code=200 body=
 case $url in
-*/api/status) line=$(next "` + filepath.Join(root, "status.seq") + `"); code=${line%% *}; body=${line#* } ;;
+*/api/status)
+	seq="` + root + `/status-$(echo "$url" | cut -d/ -f3 | cut -d. -f1).seq"
+	[ -f "$seq" ] || seq="` + filepath.Join(root, "status.seq") + `"
+	line=$(next "$seq"); code=${line%% *}; body=${line#* } ;;
 */api/catchup) code=202; body='{"run":"c1"}' ;;
 esac
 if [ -n "$out" ]; then printf '%s' "$body" >"$out"; fi
@@ -156,11 +174,13 @@ exit 0
 		"bin/terraform": `#!/bin/sh
 echo "terraform $*" >>"` + log + `"
 case "$*" in
-*"output -raw function_app_name") echo func-ehmirror-prod-abc ;;
 *"output -raw resource_group_name") echo rg-ehmirror-prod ;;
-*"output -raw function_app_default_hostname") echo func-ehmirror-prod-abc.azurewebsites.net ;;
+*"output -json function_apps") cat "` + filepath.Join(root, "function_apps.json") + `" ;;
 esac
 `,
+	}
+	for app, answers := range sc.appStatus {
+		files["status-"+app+".seq"] = strings.Join(answers, "\n") + "\n"
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o755); err != nil {
@@ -462,5 +482,76 @@ func TestDeployPassesTheStateBackend(t *testing.T) {
 	}
 	if init, ok := r.init(); !ok || slices.ContainsFunc(init, func(a string) bool { return strings.Contains(a, "backend-config") }) || !r.localOverride {
 		t.Errorf("--local-state: init %q, override file written %v", init, r.localOverride)
+	}
+}
+
+// TestDeployDeploysEveryInstance (issue 25, item 4): with instances = N the
+// module lists N apps in output function_apps; the script zip-deploys the
+// package to each, and enables each app's timer only once that app's own
+// /api/status is ok with a drain. An app that never gets ready keeps its
+// timer disabled and the script fails naming it, while the ready one's
+// timer is on.
+func TestDeployDeploysEveryInstance(t *testing.T) {
+	apps := []string{"func-ehmirror-prod-abc", "func-ehmirror-prod-abc-2", "func-ehmirror-prod-abc-3"}
+	enable := func(app string) string {
+		return "az functionapp config appsettings set --resource-group rg-ehmirror-prod --name " + app + " --settings AzureWebJobs.MirrorTimer.Disabled=false"
+	}
+	status := func(app string) string { return "curl GET https://" + app + ".azurewebsites.net/api/status" }
+
+	r := runDeployScenario(t, deployScenario{
+		apps: apps,
+		appStatus: map[string][]string{
+			// The second app's sends are unauthorized twice before its drain.
+			apps[1]: {
+				`200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test1","last_drains":[]}`,
+				`200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test1","last_drains":[]}`,
+				readyStatus,
+			},
+		},
+	}, []string{"CI=true"})
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
+	for _, app := range apps {
+		zip := r.index("curl POST https://" + app + ".scm.azurewebsites.net/api/zipdeploy")
+		on := r.index(enable(app))
+		if zip < 0 || on < 0 {
+			t.Errorf("%s: zip deployment at %d, timer enabled at %d; calls: %q", app, zip, on, r.calls)
+			continue
+		}
+		if last := r.lastIndex(status(app)); last < zip || last > on {
+			t.Errorf("%s: the timer must be enabled after the app's last status (the ready one); calls: %q", app, r.calls)
+		}
+		if n := r.count(enable(app)); n != 1 {
+			t.Errorf("%s: timer enabled %d times, want 1", app, n)
+		}
+	}
+	if n := r.count(status(apps[1])); n != 3 {
+		t.Errorf("%s: %d status reads, want 3 (ready at the third); calls: %q", apps[1], n, r.calls)
+	}
+	if n := r.count(status(apps[0])); n != 1 {
+		t.Errorf("%s: %d status reads, want 1 (ready at once)", apps[0], n)
+	}
+	if r.index(enable(apps[0])) > r.index(enable(apps[1])) || r.index(enable(apps[2])) > r.index(enable(apps[1])) {
+		t.Errorf("the ready apps' timers must not wait for the slow one; calls: %q", r.calls)
+	}
+	if n := r.count("az account get-access-token"); n != 1 {
+		t.Errorf("%d Entra ID tokens for the zip deployments, want 1", n)
+	}
+
+	r = runDeployScenario(t, deployScenario{
+		apps: apps[:2],
+		appStatus: map[string][]string{
+			apps[1]: {`200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test4","last_drains":[]}`},
+		},
+	}, []string{"CI=true", "DEPLOY_READY_TIMEOUT=2", "DEPLOY_POLL_INTERVAL=1"})
+	if r.err == nil {
+		t.Fatalf("deploy succeeded although %s never became ready", apps[1])
+	}
+	if r.index(enable(apps[0])) < 0 || r.index(enable(apps[1])) >= 0 {
+		t.Errorf("want the ready app's timer enabled and the other's left disabled; calls: %q", r.calls)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(r.stderr, apps[1]+": unauthorized: sending to event hub prod.test4") || strings.Contains(r.stderr, apps[0]+":") {
+		t.Errorf("stderr %q, want one line naming only %s and its reason", r.stderr, apps[1])
 	}
 }

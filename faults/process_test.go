@@ -377,6 +377,7 @@ type statusView struct {
 	Run      *mirror.CatchUpStatus  `json:"run"`
 	CatchUps []mirror.CatchUpStatus `json:"catch_ups"`
 	Drains   []*mirror.Report       `json:"last_drains"`
+	Running  []mirror.RunningDrain  `json:"running"`
 	Error    string                 `json:"error"`
 }
 

@@ -21,6 +21,7 @@ var resourceProviderOf = map[string]string{
 	"azurerm_eventhub_consumer_group":                "Microsoft.EventHub",
 	"azurerm_storage_account":                        "Microsoft.Storage",
 	"azurerm_storage_container":                      "Microsoft.Storage",
+	"azurerm_storage_share":                          "Microsoft.Storage",
 	"azurerm_key_vault":                              "Microsoft.KeyVault",
 	"azurerm_key_vault_secret":                       "Microsoft.KeyVault",
 	"azurerm_user_assigned_identity":                 "Microsoft.ManagedIdentity",

@@ -82,17 +82,24 @@ func appGrants(root *hclBody) ([]grant, error) {
 	return out, nil
 }
 
+// hostStorage is the scope of the Functions host's storage roles: the
+// function apps' own storage account (identity-based AzureWebJobsStorage,
+// issue 24 item 7), never the Capture account.
+const hostStorage = "azurerm_storage_account.function.id"
+
 // TestTerraformLeastPrivilege (9c) reads infra/*.tf and checks that the
 // function app's identity is granted exactly "Azure Event Hubs Data Sender"
-// on the module's Event Hubs namespace and "Key Vault Secrets User" on the
+// on the module's Event Hubs namespace, "Key Vault Secrets User" on the
 // module's own Key Vault (for the Key Vault references of the Kafka
-// credentials), and nothing else: no Owner or Contributor, no other role,
+// credentials and the content share) and the Functions host's storage roles
+// (Blob Data Owner, Queue and Table Data Contributor) on the app's own
+// storage account, and nothing else: no Owner or Contributor, no other role,
 // no access policies (the vault is RBAC-only), no shared access
 // (authorization) rules with Listen or Manage, SAS keys off by default on
 // the namespace, and no key or connection string of Event Hubs wired into
 // the app settings (the app uses its identity: EVENTHUBS__fullyQualifiedNamespace).
 func TestTerraformLeastPrivilege(t *testing.T) {
-	f := newFigures(t, "9c", "Terraform: the app holds only Event Hubs Data Sender (namespace) and Key Vault Secrets User (its vault)")
+	f := newFigures(t, "9c", "Terraform: the app holds only Event Hubs Data Sender (namespace), Key Vault Secrets User (its vault) and the host's roles on its own storage")
 	root, err := parseHCLDir("../infra")
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +112,9 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 	want := []grant{
 		{role: "Azure Event Hubs Data Sender", scope: "azurerm_eventhub_namespace.this.id"},
 		{role: "Key Vault Secrets User", scope: "azurerm_key_vault.this.id"},
+		{role: "Storage Blob Data Owner", scope: hostStorage},
+		{role: "Storage Queue Data Contributor", scope: hostStorage},
+		{role: "Storage Table Data Contributor", scope: hostStorage},
 	}
 	if len(grants) != len(want) {
 		t.Errorf("the function app holds %d roles, want exactly %d: %+v", len(grants), len(want), grants)
@@ -115,6 +125,9 @@ func TestTerraformLeastPrivilege(t *testing.T) {
 		}
 	}
 	for _, g := range grants {
+		if g.scope == hostStorage && strings.HasPrefix(g.role, "Storage ") {
+			continue // the Functions host's own storage (AzureWebJobsStorage__*), checked above
+		}
 		if regexp.MustCompile(`(?i)owner|contributor|administrator|data owner|receiver|listen`).MatchString(g.role) {
 			t.Errorf("%s grants %q", g.where, g.role)
 		}

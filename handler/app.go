@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -36,11 +37,15 @@ type app struct {
 	// metrics are the OpenTelemetry metrics (OTLP when configured, and
 	// GET /api/metrics); nil when they could not be set up.
 	metrics *metrics.Metrics
+	// loaded is when the settings were read (the process started with
+	// them): when their problems started.
+	loaded time.Time
 }
 
 // newApp loads the settings and, if they are valid, builds the clients. It
 // never fails: problems are kept and reported by every invocation.
 func newApp(getenv func(string) string, logger *slog.Logger, r *redactor) *app {
+	loaded := time.Now()
 	s, problems := config.Load(getenv)
 	if root := getenv(functions.EnvAppRoot); root != "" {
 		if hc, err := functions.LoadHostConfig(root); err != nil {
@@ -49,18 +54,18 @@ func newApp(getenv func(string) string, logger *slog.Logger, r *redactor) *app {
 			problems = append(problems, *p)
 		}
 	}
-	a := &app{settings: s, problems: problems, logger: logger, redactor: r}
+	a := &app{settings: s, problems: problems, logger: logger, redactor: r, loaded: loaded}
 	a.cutover, a.cutoverProblems = config.LoadCutover(getenv)
 	if len(problems) > 0 {
 		return a
 	}
 	if err := a.connect(); err != nil {
-		a.problems = append(a.problems, config.Problem{Setting: "(clients)", Message: r.Redact(err.Error())})
+		a.problems = append(a.problems, config.NewProblem("(clients)", r.Redact(err.Error())))
 		return a
 	}
 	m, err := metrics.New(context.Background(), a.service, getenv)
 	if err != nil {
-		a.problems = append(a.problems, config.Problem{Setting: "OTEL_EXPORTER_OTLP_*", Message: r.Redact(err.Error())})
+		a.problems = append(a.problems, config.NewProblem("OTEL_EXPORTER_OTLP_*", r.Redact(err.Error())))
 		return a
 	}
 	a.metrics = m
@@ -108,6 +113,8 @@ func (a *app) connect() error {
 		Deduplicate:    s.Deduplicate,
 		Logger:         a.logger,
 		Control:        a.source,
+
+		CatchUpMaxDuration: s.CatchUpMaxDuration,
 	})
 	if err != nil {
 		return err

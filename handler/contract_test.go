@@ -427,7 +427,22 @@ func testInvalidSettings(t *testing.T, app string) {
 	if code != http.StatusServiceUnavailable || len(status["problems"].([]any)) != 3 {
 		t.Fatalf("status: %d %s", code, raw)
 	}
-	if strings.Contains(raw+out.String(), eventHubsKey) {
+	// Each setting problem says what to do and links to the README, in
+	// the JSON, on the page and in the startup log line.
+	for _, p := range status["problems"].([]any) {
+		pm, _ := p.(map[string]any)
+		if !strings.HasPrefix(fmt.Sprint(pm["remedy"]), "set `"+fmt.Sprint(pm["setting"])+"`") || !strings.Contains(fmt.Sprint(pm["doc"]), "README.md#settings") {
+			t.Errorf("setting problem without its remedy and README link: %v", pm)
+		}
+	}
+	_, _, page := call(t, "GET", front.URL+"/api/status?format=html&code="+h.Keys().DefaultKey(), "")
+	if !strings.Contains(page, "What to do: set `MIRROR_PARTITIONING` to hash, kafka-murmur2, preserve or round-robin;") || !strings.Contains(page, `README.md#settings">README</a>`) {
+		t.Errorf("the page does not say what to do about the settings: %s", page)
+	}
+	if !strings.Contains(out.String(), "remedy=\"set `MIRROR_PARTITIONING` to hash") {
+		t.Errorf("the startup line of a setting problem has no remedy: %s", out)
+	}
+	if strings.Contains(raw+page+out.String(), eventHubsKey) {
 		t.Error("a secret leaked")
 	}
 	select {

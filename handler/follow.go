@@ -10,9 +10,10 @@ import (
 
 // Follow mode (MIRROR_FOLLOW): how a scheduled drain's follow window ends.
 const (
-	// followMargin is left between the end of following and the next
-	// tick, for the final commit and the response, so the next drain
-	// starts on time.
+	// followMargin is left between the end of an invocation's follow
+	// window and the next tick, for the window's report and the
+	// response, so the next invocation starts on time and adopts the
+	// drain (mirror.HandoverGrace).
 	followMargin = 500 * time.Millisecond
 	// minFollowWindow: shorter windows are not worth following.
 	minFollowWindow = time.Second

@@ -62,7 +62,7 @@ func run() error {
 	// structured lines with time and level.
 	errLogger := slog.New(slog.NewTextHandler(redactor.Writer(os.Stderr), nil))
 	for _, p := range a.problems {
-		errLogger.Error("setting problem: "+p.String(), "setting", p.Setting)
+		errLogger.Error("setting problem: "+p.String(), "setting", p.Setting, "remedy", p.Remedy, "doc", p.Doc)
 	}
 	srv := newServer(a)
 	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/funchost"
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // These tests are issue 15 (operating the mirror), through the real handler
@@ -23,6 +25,7 @@ func TestOperating(t *testing.T) {
 	app := buildApp(t)
 	t.Run("wrong Event Hubs key: status ok false with the reason", func(t *testing.T) { testWrongEventHubsKey(t, app) })
 	t.Run("throttling that outlasts a drain: ok false, cleared by a clean drain", func(t *testing.T) { testThrottled(t, app) })
+	t.Run("a backlog drained at the namespace's quota: the status's ETA says so, with the remedy", func(t *testing.T) { testThrottledBacklog(t, app) })
 	t.Run("catch-up drains are logged like timer drains", func(t *testing.T) { testCatchUpLogs(t, app) })
 	t.Run("a catch-up body over 1 MiB gets 413 through res", func(t *testing.T) { testBodyTooLarge(t, app) })
 	t.Run("offset reset: dry run, apply, bad input, refused while draining", func(t *testing.T) { testOffsets(t, app) })
@@ -420,5 +423,48 @@ func testThrottled(t *testing.T, app string) {
 	}
 	if _, st, raw := call(t, "GET", front.URL+"/api/status?code="+key, ""); st["ok"] != true || totalLag(t, st) != 0 {
 		t.Errorf("status after a clean drain: %s", raw)
+	}
+}
+
+// testThrottledBacklog: drains that Event Hubs throttled but that made
+// progress (not failures) leave a backlog; the status's backlog line, in
+// the JSON and on the page, gives the ETA at the namespace's rate and what
+// to do about it.
+func testThrottledBacklog(t *testing.T, app string) {
+	w := newWorld(t)
+	w.produce(t, 100)
+	settings := w.settings()
+	settings["MIRROR_MAX_RECORDS"] = "30"
+	settings["MIRROR_FOLLOW"] = "false" // a drain that returns once at its bound, whenever the test runs
+	out := &capture{}
+	h, front := startHost(t, app, settings, out)
+	key := h.Keys().DefaultKey()
+	ctx := context.Background()
+	for i := range 2 {
+		w.emu.Faults().RejectSends(2, emulator.ConditionServerBusy)
+		if res, err := h.InvokeTimer(ctx, "MirrorTimer", funchost.TimerInvocation{}); err != nil || !res.Succeeded() {
+			t.Fatalf("timer %d, throttled but making progress: %v %+v", i, err, res)
+		}
+	}
+	// The rate needs a second since the first drain ended (its first
+	// sample).
+	time.Sleep(1100 * time.Millisecond)
+	_, st, raw := call(t, "GET", front.URL+"/api/status?code="+key, "")
+	backlog, _ := st["backlog"].(map[string]any)
+	summary, _ := backlog["summary"].(string)
+	if backlog["throttled"] != true || backlog["remedy"] != mirror.ThrottledRemedy || !strings.Contains(summary, "at the namespace's ") ||
+		!strings.HasSuffix(summary, "; raise `eventhubs_capacity` or enable auto-inflate") || !strings.Contains(summary, " records behind") {
+		t.Fatalf("status backlog after throttled drains: %v\n%s", backlog, raw)
+	}
+	t.Logf("backlog: %s", summary)
+	// The page's backlog line (a request later: its times may differ).
+	_, _, page := call(t, "GET", front.URL+"/api/status?format=html&code="+key, "")
+	line := regexp.MustCompile(`<p id="backlog"[^>]*>([^<]*)</p>`).FindStringSubmatch(page)
+	if line == nil || !strings.Contains(html.UnescapeString(line[1]), "at the namespace's ") ||
+		!strings.HasSuffix(html.UnescapeString(line[1]), "; raise `eventhubs_capacity` or enable auto-inflate") {
+		t.Errorf("the status page's backlog line %q lacks the namespace's rate and the remedy:\n%s", line, page)
+	}
+	if !strings.Contains(out.String(), " throttled=2") {
+		t.Errorf("no drain line says throttled=2:\n%s", out)
 	}
 }

@@ -134,6 +134,16 @@ func (a *app) problemLines() []string {
 	return lines
 }
 
+// settingCauses are the setting problems as causes, with their remedies,
+// for the page.
+func (a *app) settingCauses() []mirror.Cause {
+	out := make([]mirror.Cause, len(a.problems))
+	for i, p := range a.problems {
+		out[i] = mirror.Cause{Kind: "setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc}
+	}
+	return out
+}
+
 // mirrorTimer runs one bounded drain. The invocation fails (500) only when
 // records could not be mirrored. The service logs the report on stdout;
 // Logs carry its summary, or, for a failed invocation (whose Logs the host
@@ -326,12 +336,17 @@ func (a *app) status(c echo.Context) error {
 	body.Readiness = &ready
 	body.Lag = lag
 	health := a.service.Health(lag)
+	if lag != nil {
+		// Drains of other instances publish their live outages: a failing
+		// drain turns every instance's status red within seconds.
+		health.Add(a.service.Mirror().PeerProblems(c.Request().Context(), lag.TopicPartitions())...)
+	}
 	a.certificateHealth(&health, body.Time)
 	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
-		addProblem(&health, *p)
+		health.Add(*p)
 	}
 	if p := mirror.PauseProblem(lag, a.settings.MaxPauseAge, body.Time); p != nil {
-		addProblem(&health, *p)
+		health.Add(*p)
 	}
 	body.Health = &health
 	body.Running = a.service.Mirror().Running()
@@ -413,9 +428,9 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 	if au := body.KafkaAuth; au != nil {
 		p.KafkaAuth = kafkaAuthLine(*au)
 	}
-	p.Problems = a.problemLines()
+	p.Causes = a.settingCauses()
 	if body.Health != nil {
-		p.Causes = body.Health.Causes
+		p.Causes = append(p.Causes, body.Health.Causes...)
 	}
 	var html strings.Builder
 	if err := statuspage.Render(&html, p); err != nil {
@@ -462,18 +477,7 @@ func (a *app) certificateHealth(h *mirror.Health, now time.Time) {
 	if now.After(c.Leaf().NotAfter) {
 		since = c.Leaf().NotAfter
 	}
-	addProblem(h, mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"})
-}
-
-// addProblem adds a problem the status found itself to the health.
-func addProblem(h *mirror.Health, p mirror.Problem) {
-	h.Problems = append(h.Problems, p)
-	h.Causes = mirror.Causes(h.Problems)
-	if h.OK {
-		h.OK, h.Reason = false, p.String()
-	} else {
-		h.Reason += " (and 1 more problem)"
-	}
+	h.Add(mirror.Problem{Kind: mirror.KindCertificate, Partition: -1, Message: msg, Since: since, Run: "status"})
 }
 
 // readinessTimeout bounds a readiness check (a broker's dial, TLS and SASL

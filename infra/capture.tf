@@ -11,6 +11,22 @@ resource "azurerm_storage_account" "capture" {
   https_traffic_only_enabled      = true
   allow_nested_items_to_be_public = false
 
+  # Capture writes with the namespace's identity, and the container below is
+  # created through Azure Resource Manager (storage_account_id), so no key is
+  # needed: Shared Key is off unless a reader still needs it.
+  shared_access_key_enabled = var.capture_shared_access_key_enabled
+
+  # Private networking (network.tf): Capture is a trusted service and keeps
+  # writing through the AzureServices bypass.
+  dynamic "network_rules" {
+    for_each = local.public_network_rules
+    content {
+      default_action = network_rules.value.default_action
+      bypass         = network_rules.value.bypass
+      ip_rules       = network_rules.value.ip_rules
+    }
+  }
+
   tags = local.tags
 }
 

@@ -1,6 +1,9 @@
-# Storage of the function app itself: AzureWebJobsStorage (timer leases) and
-# the content share that Elastic Premium needs. Azure Files content shares do
-# not support managed identity on Elastic Premium, so this one is key-based.
+# Storage of the function app itself: AzureWebJobsStorage (host keys, timer
+# schedule status, the timer's singleton lock) through the app's identity,
+# and the content share that Elastic Premium needs. Azure Files does not
+# support managed identity for the content share, so its connection string
+# (with the account key) is a Key Vault secret (storage.tf), never a plain
+# app setting, and Shared Key stays on for this account.
 resource "azurerm_storage_account" "function" {
   name                     = local.names.function_storage_account
   resource_group_name      = local.resource_group.name
@@ -12,6 +15,20 @@ resource "azurerm_storage_account" "function" {
   min_tls_version                 = "TLS1_2"
   https_traffic_only_enabled      = true
   allow_nested_items_to_be_public = false
+
+  # The content share is mounted with the account key (storage.tf).
+  shared_access_key_enabled = true
+
+  # Private networking (network.tf): no public access but trusted services
+  # and the given IP ranges; the app reaches it through private endpoints.
+  dynamic "network_rules" {
+    for_each = local.public_network_rules
+    content {
+      default_action = network_rules.value.default_action
+      bypass         = network_rules.value.bypass
+      ip_rules       = network_rules.value.ip_rules
+    }
+  }
 
   tags = local.tags
 }
@@ -30,7 +47,9 @@ resource "azurerm_service_plan" "this" {
 locals {
   # Every setting the handler reads. Secrets appear only as Key Vault
   # references; FUNCTIONS_WORKER_RUNTIME comes from use_custom_runtime and
-  # AzureWebJobsStorage from storage_account_name/access_key. A reference
+  # AzureWebJobsStorage__accountName from storage_account_name with
+  # storage_uses_managed_identity (storage.tf adds its identity settings and
+  # the content share's). A reference
   # without a version ("<versionless id>/") follows rotation: the platform
   # picks up a new secret version within a day, or at the next restart.
   kafka_secret_references = {
@@ -91,14 +110,22 @@ locals {
   )
 }
 
+# var.instances apps (default 1) on one plan and one Kafka consumer group:
+# the group spreads the partitions over their drains, and each app's timer
+# is a singleton of its own (instances.tf).
 resource "azurerm_linux_function_app" "this" {
-  name                = local.names.function_app
+  count = var.instances
+
+  name                = local.function_app_names[count.index]
   resource_group_name = local.resource_group.name
   location            = var.location
   service_plan_id     = azurerm_service_plan.this.id
 
-  storage_account_name       = azurerm_storage_account.function.name
-  storage_account_access_key = azurerm_storage_account.function.primary_access_key
+  # AzureWebJobsStorage through the app's identity (no account key): the
+  # provider writes AzureWebJobsStorage__accountName, storage.tf the
+  # credential and client ID.
+  storage_account_name          = azurerm_storage_account.function.name
+  storage_uses_managed_identity = true
 
   functions_extension_version = "~4"
   https_only                  = true
@@ -136,13 +163,20 @@ resource "azurerm_linux_function_app" "this" {
     application_insights_connection_string = azurerm_application_insights.this.connection_string
   }
 
-  app_settings = merge(var.additional_app_settings, local.platform_app_settings, local.handler_app_settings)
+  app_settings = merge(
+    var.additional_app_settings,
+    local.platform_app_settings,
+    local.handler_app_settings,
+    local.host_storage_app_settings,
+    local.per_instance_app_settings[count.index],
+  )
 
   tags = local.tags
 
   # The identity's roles exist, and had time to propagate, before the app
-  # starts and resolves its Key Vault references.
-  depends_on = [time_sleep.function_app_roles]
+  # starts and resolves its Key Vault references; its content share exists
+  # (the platform does not create it: WEBSITE_SKIP_CONTENTSHARE_VALIDATION).
+  depends_on = [time_sleep.function_app_roles, azurerm_storage_share.content]
 
   lifecycle {
     # Set by scripts/deploy.sh once the app is ready (see platform_app_settings).
@@ -151,6 +185,10 @@ resource "azurerm_linux_function_app" "this" {
     precondition {
       condition     = var.kafka_tls || nonsensitive(var.kafka_tls_ca_pem == null)
       error_message = "kafka_tls_ca_pem is set but kafka_tls is false; the handler uses the CA only over TLS."
+    }
+    precondition {
+      condition     = length(distinct(local.function_host_ids)) == var.instances
+      error_message = "Two function apps would share a Functions host ID (the first 32 characters of the name): shorten name_prefix, environment or name_suffix."
     }
   }
 }
@@ -168,8 +206,9 @@ resource "azurerm_user_assigned_identity" "function_app" {
 }
 
 # Every role the function app's identity holds, and nothing broader:
-# send to the namespace's hubs (no Listen, no Manage, no SAS keys) and read
-# the Kafka secrets behind its Key Vault references.
+# send to the namespace's hubs (no Listen, no Manage, no SAS keys), read
+# the secrets behind its Key Vault references, and the host's own storage
+# (storage.tf). Every app of var.instances shares this identity.
 resource "azurerm_role_assignment" "function_app" {
   for_each = {
     eventhubs_sender = {
@@ -180,7 +219,27 @@ resource "azurerm_role_assignment" "function_app" {
     key_vault_secrets = {
       scope       = azurerm_key_vault.this.id
       role        = "Key Vault Secrets User"
-      description = "ehmirror function app resolves the Key Vault references of its Kafka credentials."
+      description = "ehmirror function app resolves the Key Vault references of its Kafka credentials and content share."
+    }
+    # The Functions host's storage with an identity (AzureWebJobsStorage__*),
+    # on the app's own account only: blobs for host keys, the timer's
+    # schedule status and its singleton lock (blob leases), created
+    # containers; queues for the host's internal queues; tables for its
+    # diagnostic events.
+    host_storage_blob = {
+      scope       = azurerm_storage_account.function.id
+      role        = "Storage Blob Data Owner"
+      description = "ehmirror function app host: keys, timer schedule status and singleton locks (AzureWebJobsStorage)."
+    }
+    host_storage_queue = {
+      scope       = azurerm_storage_account.function.id
+      role        = "Storage Queue Data Contributor"
+      description = "ehmirror function app host: internal queues (AzureWebJobsStorage)."
+    }
+    host_storage_table = {
+      scope       = azurerm_storage_account.function.id
+      role        = "Storage Table Data Contributor"
+      description = "ehmirror function app host: diagnostic events table (AzureWebJobsStorage)."
     }
   }
 

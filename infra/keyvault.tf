@@ -11,7 +11,25 @@ resource "azurerm_key_vault" "this" {
   purge_protection_enabled   = var.key_vault_purge_protection_enabled
   soft_delete_retention_days = 7
 
+  # Private networking (network.tf): trusted services and the given IP
+  # ranges only; the app resolves its references through a private endpoint.
+  dynamic "network_acls" {
+    for_each = local.public_network_rules
+    content {
+      default_action = network_acls.value.default_action
+      bypass         = "AzureServices"
+      ip_rules       = network_acls.value.ip_rules
+    }
+  }
+
   tags = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = !var.restrict_public_network_access || (var.private_endpoint_subnet_id != null && var.vnet_integration_subnet_id != null && var.vnet_route_all_enabled)
+      error_message = "restrict_public_network_access needs private_endpoint_subnet_id, vnet_integration_subnet_id and vnet_route_all_enabled: the app then reaches the vault and its storage only through the VNet."
+    }
+  }
 }
 
 resource "azurerm_role_assignment" "deployer_key_vault_secrets" {

@@ -42,6 +42,7 @@ locals {
     "Microsoft.Insights",
     "Microsoft.KeyVault",
     "Microsoft.ManagedIdentity", # the app's user-assigned identity
+    "Microsoft.Network",         # private endpoints and DNS zones (network.tf)
     "Microsoft.OperationalInsights",
     "Microsoft.Storage",
     "Microsoft.Web",

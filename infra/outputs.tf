@@ -19,13 +19,23 @@ output "event_hub_names" {
 }
 
 output "function_app_name" {
-  description = "Name of the function app that runs the mirror (target of the zip deployment)."
-  value       = azurerm_linux_function_app.this.name
+  description = "Name of the first function app (with instances = 1 the only one; function_apps lists all)."
+  value       = azurerm_linux_function_app.this[0].name
 }
 
 output "function_app_default_hostname" {
-  description = "Default host name of the function app (https://<this>/api/status)."
-  value       = azurerm_linux_function_app.this.default_hostname
+  description = "Default host name of the first function app (https://<this>/api/status; function_apps lists all)."
+  value       = azurerm_linux_function_app.this[0].default_hostname
+}
+
+output "function_apps" {
+  description = "Every function app of var.instances, in order: name and default host name (scripts/deploy.sh deploys the package to each and enables each timer once its /api/status is ready)."
+  value = [
+    for app in azurerm_linux_function_app.this : {
+      name             = app.name
+      default_hostname = app.default_hostname
+    }
+  ]
 }
 
 output "function_app_principal_id" {
@@ -54,6 +64,6 @@ output "key_vault_name" {
 }
 
 output "function_app_possible_outbound_ip_addresses" {
-  description = "Every IP address the function app may connect from (its plan's whole outbound pool, not only the current ones): allow these on a Kafka firewall. With VNet integration, vnet_route_all_enabled and a NAT gateway on the subnet, the app connects from the NAT gateway's IP instead."
-  value       = azurerm_linux_function_app.this.possible_outbound_ip_address_list
+  description = "Every IP address the function apps may connect from (its plan's whole outbound pool, not only the current ones): allow these on a Kafka firewall. With VNet integration, vnet_route_all_enabled and a NAT gateway on the subnet, the app connects from the NAT gateway's IP instead."
+  value       = sort(distinct(flatten(azurerm_linux_function_app.this[*].possible_outbound_ip_address_list)))
 }

@@ -278,6 +278,17 @@ variable "function_maximum_elastic_worker_count" {
   }
 }
 
+variable "instances" {
+  description = "Function apps to run, 1-10, all in one Kafka consumer group (KAFKA_GROUP): the group spreads the topics' partitions over their drains, and each app's timer runs one drain at a time. More apps than partitions leave some idle. Each app has its own name (<name>, <name>-2, ...) and content share; the identity, its roles and the plan are shared."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.instances >= 1 && var.instances <= 10 && floor(var.instances) == var.instances
+    error_message = "instances must be a whole number between 1 and 10."
+  }
+}
+
 variable "function_storage_replication_type" {
   description = "Replication of the function app's own storage account (AzureWebJobsStorage, content share)."
   type        = string
@@ -341,16 +352,16 @@ variable "role_propagation_wait" {
 }
 
 variable "additional_app_settings" {
-  description = "Extra app settings for the function app. Must not contain settings this module owns (the KAFKA_*, EVENTHUBS__*, MIRROR_* settings, FUNCTIONS_WORKER_RUNTIME, AzureWebJobsStorage)."
+  description = "Extra app settings for the function app. Must not contain settings this module owns (the KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage* and content share settings, FUNCTIONS_WORKER_RUNTIME)."
   type        = map(string)
   default     = {}
 
   validation {
     condition = alltrue([
       for k in keys(var.additional_app_settings) :
-      !can(regex("^(KAFKA_|EVENTHUBS__|MIRROR_)", k)) && !contains(["FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsStorage", "FUNCTIONS_EXTENSION_VERSION"], k)
+      !can(regex("^(KAFKA_|EVENTHUBS__|MIRROR_|AzureWebJobsStorage|WEBSITE_CONTENT|AzureFunctionsWebHost__hostid)", k)) && !contains(["FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_SKIP_CONTENTSHARE_VALIDATION"], k)
     ])
-    error_message = "additional_app_settings must not set KAFKA_*, EVENTHUBS__*, MIRROR_*, FUNCTIONS_WORKER_RUNTIME, FUNCTIONS_EXTENSION_VERSION or AzureWebJobsStorage; use the dedicated variables."
+    error_message = "additional_app_settings must not set KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage*, WEBSITE_CONTENT*, WEBSITE_SKIP_CONTENTSHARE_VALIDATION, AzureFunctionsWebHost__hostid, FUNCTIONS_WORKER_RUNTIME or FUNCTIONS_EXTENSION_VERSION; the module sets them."
   }
 }
 

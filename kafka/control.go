@@ -44,23 +44,7 @@ func (s *Source) OffsetsForTime(ctx context.Context, tps []mirror.TopicPartition
 	for _, tp := range tps {
 		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.TimeOffsetOf(int(tp.Partition), t))
 	}
-	var res *kafkago.ListOffsetsResponse
-	err := s.withRetry(ctx, func(ctx context.Context) error {
-		rctx, cancel := s.requestCtx(ctx, 0)
-		defer cancel()
-		var err error
-		if res, err = s.client.ListOffsets(rctx, req); err != nil {
-			return err
-		}
-		for topic, ps := range res.Topics {
-			for _, p := range ps {
-				if p.Error != nil {
-					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return nil
-	})
+	res, err := s.listOffsets(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: offsets at %s of %d partitions: %w", t.Format(time.RFC3339), len(tps), err)
 	}
@@ -130,16 +114,46 @@ func (s *Source) OtherMembers(ctx context.Context) (int, error) {
 // ControlRecords returns the control records of topics in slot ("" where
 // none).
 func (s *Source) ControlRecords(ctx context.Context, slot string, topics []string) (map[string]string, error) {
+	tps := make([]mirror.TopicPartition, len(topics))
+	for i, t := range topics {
+		tps[i] = mirror.TopicPartition{Topic: t, Partition: controlPartition}
+	}
+	recs, err := s.PartitionRecords(ctx, slot, tps)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(recs))
+	for tp, r := range recs {
+		out[tp.Topic] = r
+	}
+	return out, nil
+}
+
+// WriteControlRecord stores a topic's control record in slot: a simple
+// commit (generation -1, no member) in the slot's control group.
+func (s *Source) WriteControlRecord(ctx context.Context, slot, topic, record string) error {
+	err := s.WritePartitionRecords(ctx, slot, map[mirror.TopicPartition]string{{Topic: topic, Partition: controlPartition}: record})
+	if err != nil {
+		return fmt.Errorf("kafka: control record of %q: %w", topic, err)
+	}
+	return nil
+}
+
+var _ mirror.PartitionControl = (*Source)(nil)
+
+// PartitionRecords returns the records of tps in slot ("" or absent where
+// none): the commit metadata of the slot's control group.
+func (s *Source) PartitionRecords(ctx context.Context, slot string, tps []mirror.TopicPartition) (map[mirror.TopicPartition]string, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("kafka: control records: %w", ErrClosed)
 	}
-	out := make(map[string]string, len(topics))
-	if len(topics) == 0 {
+	out := make(map[mirror.TopicPartition]string, len(tps))
+	if len(tps) == 0 {
 		return out, nil
 	}
 	req := &kafkago.OffsetFetchRequest{GroupID: s.ControlGroup(slot), Topics: make(map[string][]int)}
-	for _, t := range topics {
-		req.Topics[t] = []int{controlPartition}
+	for _, tp := range tps {
+		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], int(tp.Partition))
 	}
 	err := s.withRetry(ctx, func(ctx context.Context) error {
 		rctx, cancel := s.requestCtx(ctx, 0)
@@ -149,7 +163,7 @@ func (s *Source) ControlRecords(ctx context.Context, slot string, topics []strin
 			return err
 		}
 		if errors.Is(res.Error, kafkago.GroupIdNotFound) {
-			return nil // nothing ever paused
+			return nil // nothing ever written
 		}
 		if res.Error != nil {
 			return res.Error
@@ -163,7 +177,7 @@ func (s *Source) ControlRecords(ctx context.Context, slot string, topics []strin
 					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
 				}
 				if p.CommittedOffset >= 0 {
-					out[topic] = p.Metadata
+					out[mirror.TopicPartition{Topic: topic, Partition: int32(p.Partition)}] = p.Metadata
 				}
 			}
 		}
@@ -175,16 +189,19 @@ func (s *Source) ControlRecords(ctx context.Context, slot string, topics []strin
 	return out, nil
 }
 
-// WriteControlRecord stores a topic's control record in slot: a simple
-// commit (generation -1, no member) in the slot's control group.
-func (s *Source) WriteControlRecord(ctx context.Context, slot, topic, record string) error {
+// WritePartitionRecords stores records in slot in one request: a simple
+// commit (generation -1, no member) in the slot's control group, the
+// record as the commit's metadata.
+func (s *Source) WritePartitionRecords(ctx context.Context, slot string, records map[mirror.TopicPartition]string) error {
 	if s.isClosed() {
 		return fmt.Errorf("kafka: control record: %w", ErrClosed)
 	}
-	req := &kafkago.OffsetCommitRequest{
-		GroupID:      s.ControlGroup(slot),
-		GenerationID: -1,
-		Topics:       map[string][]kafkago.OffsetCommit{topic: {{Partition: controlPartition, Offset: 0, Metadata: record}}},
+	if len(records) == 0 {
+		return nil
+	}
+	req := &kafkago.OffsetCommitRequest{GroupID: s.ControlGroup(slot), GenerationID: -1, Topics: map[string][]kafkago.OffsetCommit{}}
+	for tp, r := range records {
+		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.OffsetCommit{Partition: int(tp.Partition), Offset: 0, Metadata: r})
 	}
 	err := s.withRetry(ctx, func(ctx context.Context) error {
 		rctx, cancel := s.requestCtx(ctx, 0)
@@ -193,17 +210,10 @@ func (s *Source) WriteControlRecord(ctx context.Context, slot, topic, record str
 		if err != nil {
 			return err
 		}
-		for _, ps := range res.Topics {
-			for _, p := range ps {
-				if p.Error != nil {
-					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return nil
+		return partitionError(res.Topics, func(p kafkago.OffsetCommitPartition) (int, error) { return p.Partition, p.Error })
 	})
 	if err != nil {
-		return fmt.Errorf("kafka: control record of %q in group %q: %w", topic, s.ControlGroup(slot), err)
+		return fmt.Errorf("kafka: control records in group %q: %w", s.ControlGroup(slot), err)
 	}
 	return nil
 }

@@ -67,3 +67,37 @@ func TestControl(t *testing.T) {
 		t.Fatalf("offsets after the last record: %v %v, want the end 8", got, err)
 	}
 }
+
+// TestPartitionRecords: per-partition records (the live slot) are written
+// in one request and read back by another Source, apart from the decision
+// slot and from the main group's commits.
+func TestPartitionRecords(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ctx := ctxT(t, 30*time.Second)
+	a := newTestSource(t, c.ListenAddrs(), "g-live")
+	b := newTestSource(t, c.ListenAddrs(), "g-live")
+	p0 := mirror.TopicPartition{Topic: "prod.test1", Partition: 0}
+	p2 := mirror.TopicPartition{Topic: "prod.test1", Partition: 2}
+	q1 := mirror.TopicPartition{Topic: "prod.test2", Partition: 1}
+	all := []mirror.TopicPartition{p0, p2, q1}
+	if err := a.WritePartitionRecords(ctx, mirror.ControlSlotLive, map[mirror.TopicPartition]string{p2: "two", q1: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := b.PartitionRecords(ctx, mirror.ControlSlotLive, all)
+	if err != nil || len(recs) != 2 || recs[p2] != "two" || recs[q1] != "one" {
+		t.Fatalf("live records seen by another source: %v %v", recs, err)
+	}
+	if err := a.WritePartitionRecords(ctx, mirror.ControlSlotLive, map[mirror.TopicPartition]string{p2: ""}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := b.PartitionRecords(ctx, mirror.ControlSlotLive, all); err != nil || recs[p2] != "" || recs[q1] != "one" {
+		t.Fatalf("after clearing one: %v %v", recs, err)
+	}
+	if recs, err := b.ControlRecords(ctx, mirror.ControlSlotDecision, testTopics); err != nil || len(recs) != 0 {
+		t.Fatalf("a live record showed in the decision slot: %v %v", recs, err)
+	}
+	if got, err := b.Committed(ctx, all); err != nil || got[p2] != mirror.NoOffset {
+		t.Fatalf("a live record touched the main group: %v %v", got, err)
+	}
+}

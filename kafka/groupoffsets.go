@@ -91,14 +91,7 @@ func (s *Source) committedOf(ctx context.Context, group string, tps []mirror.Top
 		if res.Error != nil {
 			return res.Error
 		}
-		for topic, ps := range res.Topics {
-			for _, p := range ps {
-				if p.Error != nil {
-					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return nil
+		return partitionError(res.Topics, func(p kafkago.OffsetFetchPartition) (int, error) { return p.Partition, p.Error })
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafka: committed offsets of group %q: %w", group, err)

@@ -314,6 +314,36 @@ func staleRouting(err error) bool {
 
 // withRetry runs call and, when it fails because of stale routing
 // metadata, refreshes the Transport's metadata and runs it once more.
+// listOffsets sends req with one retry after stale metadata and fails on
+// the first partition the broker answered with an error.
+func (s *Source) listOffsets(ctx context.Context, req *kafkago.ListOffsetsRequest) (*kafkago.ListOffsetsResponse, error) {
+	var res *kafkago.ListOffsetsResponse
+	err := s.withRetry(ctx, func(ctx context.Context) error {
+		rctx, cancel := s.requestCtx(ctx, 0)
+		defer cancel()
+		var err error
+		if res, err = s.client.ListOffsets(rctx, req); err != nil {
+			return err
+		}
+		return partitionError(res.Topics, func(p kafkago.PartitionOffsets) (int, error) { return p.Partition, p.Error })
+	})
+	return res, err
+}
+
+// partitionError returns the first error a response carries for one of its
+// partitions, named by topic and partition; of reads a partition's number
+// and error.
+func partitionError[P any](topics map[string][]P, of func(P) (int, error)) error {
+	for topic, ps := range topics {
+		for _, p := range ps {
+			if n, err := of(p); err != nil {
+				return fmt.Errorf("%s/%d: %w", topic, n, err)
+			}
+		}
+	}
+	return nil
+}
+
 func (s *Source) withRetry(ctx context.Context, call func(context.Context) error) error {
 	start := time.Now()
 	err := call(ctx)
@@ -351,24 +381,7 @@ func (s *Source) Watermarks(ctx context.Context, tps []mirror.TopicPartition) (m
 		p := int(tp.Partition)
 		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.FirstOffsetOf(p), kafkago.LastOffsetOf(p))
 	}
-	var res *kafkago.ListOffsetsResponse
-	err := s.withRetry(ctx, func(ctx context.Context) error {
-		rctx, cancel := s.requestCtx(ctx, 0)
-		defer cancel()
-		var err error
-		res, err = s.client.ListOffsets(rctx, req)
-		if err != nil {
-			return err
-		}
-		for topic, ps := range res.Topics {
-			for _, p := range ps {
-				if p.Error != nil {
-					return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
-				}
-			}
-		}
-		return nil
-	})
+	res, err := s.listOffsets(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: watermarks of %d partitions: %w", len(tps), err)
 	}

@@ -121,6 +121,9 @@ func (m *Metrics) instruments() error {
 	add(err)
 	age, err := meter.Float64ObservableGauge("ehmirror.backlog_age", metric.WithUnit("s"), metric.WithDescription("age of the oldest record not yet mirrored, per partition"))
 	add(err)
+	delivered, err := meter.Float64ObservableGauge("ehmirror.last_delivered", metric.WithUnit("s"),
+		metric.WithDescription("when Event Hubs last acknowledged one of the partition's records in this process, as Unix time; absent before the first"))
+	add(err)
 	records, err := meter.Int64ObservableCounter("ehmirror.records", metric.WithDescription("records mirrored (acknowledged by Event Hubs) by this process"))
 	add(err)
 	bytes, err := meter.Int64ObservableCounter("ehmirror.bytes", metric.WithUnit("By"), metric.WithDescription("value bytes mirrored by this process"))
@@ -141,9 +144,12 @@ func (m *Metrics) instruments() error {
 				attribute.String("hub", p.Hub), attribute.Bool("paused", p.Paused))
 			o.ObserveInt64(lag, p.Lag, attrs)
 			o.ObserveFloat64(age, p.BehindBy.Seconds(), attrs)
+			if !p.LastDelivered.IsZero() {
+				o.ObserveFloat64(delivered, float64(p.LastDelivered.UnixMilli())/1000, attrs)
+			}
 		}
 		return nil
-	}, lag, age, records, bytes)
+	}, lag, age, delivered, records, bytes)
 	if err != nil {
 		return fmt.Errorf("metrics: callback: %w", err)
 	}

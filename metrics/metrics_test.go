@@ -86,6 +86,9 @@ func TestPrometheusText(t *testing.T) {
 			t.Errorf("before the drain, the text lacks %q:\n%s", want, before.String())
 		}
 	}
+	if strings.Contains(before.String(), "ehmirror_last_delivered_seconds{") {
+		t.Errorf("a delivery time before anything was delivered:\n%s", before.String())
+	}
 	if _, err := svc.Drain(context.Background(), "timer"); err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +101,7 @@ func TestPrometheusText(t *testing.T) {
 	for _, want := range []string{
 		"ehmirror_records_total 10", "ehmirror_latency_seconds_count{trigger=\"timer\"} 10", `ehmirror_drain_duration_seconds_count{stopped="caught up",trigger="timer"} 1`,
 		`ehmirror_drain_budget_used_count{trigger="timer"} 1`, `ehmirror_lag{hub="prod.m",partition="1",paused="false",topic="prod.m"} 0`, "ehmirror_bytes_total 10",
+		`ehmirror_last_delivered_seconds{hub="prod.m",partition="0",paused="false",topic="prod.m"} 1.`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("after the drain, the text lacks %q:\n%s", want, text)

@@ -43,6 +43,16 @@ func TestBacklogInWords(t *testing.T) {
 	if b.Summary != "3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s" || b.ETA != 3200*time.Second {
 		t.Errorf("backlog: %+v", b)
 	}
+	if b.Throttled || b.Remedy != "" {
+		t.Errorf("backlog not throttled has a remedy: %+v", b)
+	}
+	// At the namespace's quota the rate is the namespace's, and the way
+	// to go faster is a larger namespace.
+	b = NewBacklog(lag, Throughput{RecordsPerSec: 1000, Window: 5 * time.Minute, Throttled: 2400})
+	if b.Summary != "3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at the namespace's 1,000 events/s (Event Hubs throttled 2,400 sends in the last 5 min); raise `eventhubs_capacity` or enable auto-inflate" ||
+		!b.Throttled || b.Remedy != ThrottledRemedy || b.ETA != 3200*time.Second {
+		t.Errorf("throttled backlog: %+v", b)
+	}
 	b = NewBacklog(lag, Throughput{Window: 5 * time.Minute})
 	if !strings.Contains(b.Summary, "not moving") || b.ETA != 0 {
 		t.Errorf("stuck backlog: %+v", b)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +45,18 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	// Keep a margin so that the final commit happens inside the deadline.
 	margin := min(max(time.Until(deadline)/10, 100*time.Millisecond), 5*time.Second)
 	workCtx, cancelWork := context.WithDeadline(ctx, deadline.Add(-margin))
+	win := lim.window
+	if win != nil {
+		// A drain handed over from invocation to invocation: each
+		// invocation's MIRROR_MAX_DURATION bounds its window (see
+		// Service.DrainFollowing), the window bounds the drain.
+		cancelWork()
+		deadline, margin = time.Time{}, handoverMargin
+		workCtx, cancelWork = context.WithCancel(ctx)
+	} else if !lim.FollowUntil.IsZero() {
+		win = newFollowWindow(lim.FollowUntil, 0)
+		defer win.stop()
+	}
 	defer cancelWork()
 
 	mirrored, err := m.selectTopics(workCtx, nil)
@@ -106,6 +117,11 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	if len(got) == 0 {
 		rep.Stopped = StopNothingToDo
+		if len(names) == 0 && len(rep.HubErrors) > 0 {
+			// The claim was held for the paused topics only: every
+			// topic to read lacks its hub.
+			rep.Stopped = StopFailed
+		}
 		if len(busy) > 0 {
 			rep.Stopped = StopBusy
 			m.busyLag(workCtx, rep)
@@ -127,8 +143,13 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		stoppedCh: make(chan struct{}),
 		ids:       make(map[string]string, len(topics)),
 		topics:    topics,
+		mirrored:  mirrored,
 		released:  make(map[TopicPartition]bool),
 		live:      newLiveDrain(),
+		win:       win,
+	}
+	if lim.window != nil {
+		d.winLatency.Store(new(latencyHistogram))
 	}
 	for _, t := range topics {
 		d.ids[t.Name] = t.ID
@@ -139,6 +160,9 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	}
 	m.live.start(d, deadline)
 	defer m.live.end(d)
+	if lim.started != nil {
+		lim.started(d)
+	}
 	d.run(ctx, workCtx, margin)
 	return rep, nil
 }
@@ -194,6 +218,9 @@ type drain struct {
 	rep    *Report
 	logger *slog.Logger
 
+	// pipe adapts prefetches to the round trip to Kafka (prefetch.go).
+	pipe fetchPipeline
+
 	inflight *semaphore.Weighted
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
@@ -208,6 +235,8 @@ type drain struct {
 	// the broker reports none.
 	ids    map[string]string
 	topics []Topic
+	// mirrored are the topics the claim subscribes to.
+	mirrored []Topic
 	// firstDeployment is set when KAFKA_START_OFFSET=latest applies: the
 	// group has no committed offset on any mirrored partition.
 	firstDeployment bool
@@ -218,9 +247,19 @@ type drain struct {
 	dd *dedup
 	// live follows the sends and fetches that keep failing (status).
 	live *liveDrain
+	// published is what the live publisher last wrote (peers.go).
+	published livePublisher
 	// latency is Event Hubs' acknowledgement time minus the Kafka
 	// timestamp of each record mirrored.
 	latency latencyHistogram
+	// winLatency is the latency of the records mirrored in the current
+	// invocation's window of a drain handed over (nil for other drains).
+	winLatency atomic.Pointer[latencyHistogram]
+	// win ends a following drain's reading; nil when it does not follow.
+	win *followWindow
+	// repMu orders the end of the drain (final commit, report) with the
+	// window reports taken while it runs (see snapshot).
+	repMu sync.Mutex
 
 	stopOnce  sync.Once
 	stopped   string
@@ -301,6 +340,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// paused during the drain stops being read, what was read is sent and
 	// committed, and its partitions are handed back (see handBackPaused).
 	pausesDone := d.everyInterval(workCtx, stopCommitter, pauseCheckInterval, func() { d.checkPauses(workCtx) })
+	// The live publisher shares the drain's ongoing outages with the
+	// other instances' status (peers.go).
+	liveDone := d.everyInterval(workCtx, stopCommitter, livePublishCheck, func() { d.publishLive(workCtx) })
 
 	followCtx, cancelFollow := d.followContext(readCtx)
 	defer cancelFollow()
@@ -326,6 +368,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	<-committerDone
 	<-watcherDone
 	<-pausesDone
+	<-liveDone
 
 	if !d.isStopped() {
 		switch {
@@ -344,6 +387,8 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	// canceled: what Event Hubs acknowledged must be committed.
 	finalCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(margin, time.Second))
 	defer cancel()
+	d.repMu.Lock()
+	defer d.repMu.Unlock()
 	if d.dd != nil {
 		d.dd.final.Store(true) // every sender has ended
 	}
@@ -355,6 +400,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	}
 	d.keepAcked()
 	d.report(finalCtx)
+	d.publishLive(ctx) // after the commit: clears outages that ended
 }
 
 // read fetches one partition and hands its records to the senders.
@@ -465,88 +511,6 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		d.inflight.Release(weight)
 		return false
 	}
-}
-
-// report fills the drain's report.
-func (d *drain) report(ctx context.Context) {
-	tps := make([]TopicPartition, 0, len(d.order))
-	for _, ps := range d.order {
-		tps = append(tps, ps.tp)
-	}
-	wms, err := d.m.source.Watermarks(ctx, tps)
-	if err != nil {
-		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
-	}
-	d.rep.Stopped = d.stopped
-	d.rep.Throttled, d.rep.ThrottledWait = d.throttled.Load(), time.Duration(d.throttledWait.Load())
-	d.rep.Outages = d.live.outages(time.Now())
-	d.rep.Latency = d.latency.summary()
-	caughtUp := true
-	for _, ps := range d.order {
-		ps.mu.Lock()
-		end := ps.end
-		if wm, ok := wms[ps.tp]; ok {
-			end = wm.End
-		}
-		pr := PartitionReport{
-			Topic: ps.tp.Topic, Partition: ps.tp.Partition, Hub: ps.hub,
-			Records: ps.records, Bytes: ps.bytes,
-			FirstOffset: ps.first, LastOffset: ps.last,
-			Committed: ps.committed,
-			LagBefore: ps.lagBefore,
-			Gap:       ps.gap,
-			Note:      ps.note,
-		}
-		ps.mu.Unlock()
-		pr.AlreadyMirrored = d.foundCount(ps) + ps.carriedTotal()
-		if note := d.identityNote(ps); note != "" {
-			pr.Note = strings.TrimPrefix(pr.Note+"; "+note, "; ")
-		}
-		ps.mu.Lock()
-		if len(ps.skipped) > 0 {
-			pr.SkippedOffsets = append([]int64(nil), ps.skipped...)
-		}
-		from := ps.committed
-		if from == NoOffset {
-			from = ps.start
-		}
-		pr.LagAfter = max(end-from, 0)
-		if wm, ok := wms[ps.tp]; ok && from > wm.End {
-			// A committed offset past the log end is not "caught up".
-			pr.LagAfter = wm.End - wm.Start
-		}
-		if ps.err != nil {
-			pr.Error, pr.Kind = ps.err.Error(), partitionKind(ps)
-		}
-		ps.mu.Unlock()
-		if pr.LagAfter > 0 {
-			caughtUp = false
-		}
-		d.rep.Records += pr.Records
-		d.rep.Bytes += pr.Bytes
-		d.rep.Skipped += int64(len(pr.SkippedOffsets))
-		d.rep.LagAfter += pr.LagAfter
-		d.rep.Partitions = append(d.rep.Partitions, pr)
-	}
-	if (d.rep.Stopped == StopCaughtUp || d.rep.Stopped == StopFollowed) && !caughtUp {
-		// Readers ended at the end they saw, but failed partitions or new
-		// records left lag behind.
-		if d.rep.Failed() {
-			d.rep.Stopped = StopFailed
-		}
-	}
-	d.dedupReport()
-	d.m.busyLag(ctx, d.rep)
-	sortReports(d.rep.Partitions)
-}
-
-func sortReports(prs []PartitionReport) {
-	slices.SortFunc(prs, func(a, b PartitionReport) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition - b.Partition)
-	})
 }
 
 // sleep waits for d or until ctx ends; it reports whether d elapsed.

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -28,7 +29,7 @@ const followSendMargin = 300 * time.Millisecond
 // followStopping reports whether a following drain's window is (about to
 // be) over.
 func (d *drain) followStopping() bool {
-	return d.following() && time.Until(d.lim.FollowUntil) < followStopGrace
+	return d.following() && time.Until(d.win.stopAt()) < followStopGrace
 }
 
 // senderContexts returns the senders' contexts (see sender.run): those of
@@ -41,9 +42,25 @@ func (d *drain) senderContexts(ctx, workCtx context.Context, margin time.Duratio
 		send, cancel = sendContext(ctx, workCtx, margin)
 		return workCtx, send, cancel
 	}
-	work, cancelWork := context.WithDeadline(workCtx, d.lim.FollowUntil)
-	send, cancelSend := sendContext(ctx, work, min(margin, followSendMargin))
+	work, cancelWork := d.win.bound(workCtx)
+	margin = min(margin, followSendMargin)
+	send, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	var grace *time.Timer
+	var mu sync.Mutex
+	later := func(after time.Duration) func() {
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if grace == nil {
+				grace = time.AfterFunc(after, cancelSend)
+			}
+		}
+	}
+	stopWork := context.AfterFunc(work, later(margin*3/4))
+	stopCtx := context.AfterFunc(ctx, later(margin/2))
 	return work, send, func() {
+		stopWork()
+		stopCtx()
 		cancelSend()
 		cancelWork()
 	}
@@ -51,15 +68,15 @@ func (d *drain) senderContexts(ctx, workCtx context.Context, margin time.Duratio
 
 // following reports whether the drain follows its partitions once caught
 // up.
-func (d *drain) following() bool { return !d.lim.FollowUntil.IsZero() }
+func (d *drain) following() bool { return d.win != nil }
 
-// followContext is the readers' context: readCtx, ending at FollowUntil
-// when the drain follows.
+// followContext is the readers' context: readCtx, ending with the follow
+// window when the drain follows.
 func (d *drain) followContext(readCtx context.Context) (context.Context, context.CancelFunc) {
 	if !d.following() {
 		return context.WithCancel(readCtx)
 	}
-	return context.WithDeadline(readCtx, d.lim.FollowUntil)
+	return d.win.bound(readCtx)
 }
 
 // keepFollowing reports whether a reader that is caught up goes on
@@ -72,7 +89,91 @@ func (d *drain) keepFollowing(ctx context.Context) bool {
 // followEnded reports whether the readers ended because the follow window
 // ended (and not the drain's own deadline or its caller).
 func (d *drain) followEnded(ctx, workCtx context.Context) bool {
-	return d.following() && ctx.Err() == nil && workCtx.Err() == nil && !time.Now().Before(d.lim.FollowUntil)
+	return d.following() && ctx.Err() == nil && workCtx.Err() == nil && d.win.over()
+}
+
+// followWindow is when a following drain stops reading: at the end of
+// its window plus a grace (zero for a drain with a fixed FollowUntil).
+// A drain that is handed over from invocation to invocation (see
+// Service.DrainFollowing) has its window extended by the next invocation
+// within the grace; otherwise it stops when the grace is over.
+type followWindow struct {
+	grace  time.Duration
+	ctx    context.Context // ends when the window and its grace are over, or at stop
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	end   time.Time // the current window's end
+	timer *time.Timer
+}
+
+// newFollowWindow returns a window ending at end, reading until end+grace.
+func newFollowWindow(end time.Time, grace time.Duration) *followWindow {
+	w := &followWindow{grace: grace, end: end}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer = time.AfterFunc(time.Until(end.Add(grace)), w.fire)
+	return w
+}
+
+// fire ends the window unless it was extended meanwhile.
+func (w *followWindow) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if left := time.Until(w.end.Add(w.grace)); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	w.cancel()
+}
+
+// extend moves the window's end to end; false when the window is already
+// over (the drain is stopping: the caller starts another).
+func (w *followWindow) extend(end time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ctx.Err() != nil {
+		return false
+	}
+	w.end = end
+	w.timer.Reset(time.Until(end.Add(w.grace)))
+	return true
+}
+
+// stop ends the window now.
+func (w *followWindow) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timer.Stop()
+	w.cancel()
+}
+
+// windowEnd is the current window's end.
+func (w *followWindow) windowEnd() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.end
+}
+
+// stopAt is when reading stops unless the window is extended.
+func (w *followWindow) stopAt() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.end.Add(w.grace)
+}
+
+// over reports whether reading has stopped.
+func (w *followWindow) over() bool { return w.ctx.Err() != nil }
+
+// bound returns parent, also ending when the window is over.
+func (w *followWindow) bound(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := context.AfterFunc(w.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // linger is how long a sender waits for more events before it sends a
@@ -116,13 +217,4 @@ func FollowUntil(now, nextTick time.Time, margin, minWindow time.Duration) time.
 		return time.Time{}
 	}
 	return until
-}
-
-// DrainFollowing runs one drain within the service's limits that, once
-// caught up, follows its partitions until until (see Limits.FollowUntil),
-// and keeps its report. A zero until is Drain.
-func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Time) (*Report, error) {
-	lim := s.limits
-	lim.FollowUntil = until
-	return s.drain(ctx, run, TriggerTimer, lim)
 }

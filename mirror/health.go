@@ -285,18 +285,28 @@ func (h *healthTracker) snapshot(running []RunningDrain) Health {
 	out.Problems = append(out.Problems, parts...)
 	out.OK = len(out.Problems) == 0
 	out.Causes = Causes(out.Problems)
-	if !out.OK {
-		// The reason names the first problem of a known kind: a generic
-		// error (often a send that ran out of time while the SDK retried
-		// a throttled or refused request) says less about what to fix.
-		first := out.Problems[0]
-		if i := slices.IndexFunc(out.Problems, func(p Problem) bool { return p.Kind != KindError }); i >= 0 {
-			first = out.Problems[i]
-		}
-		out.Reason = strings.ReplaceAll(first.String(), "\n", "; ")
-		if n := len(out.Problems) - 1; n > 0 {
-			out.Reason += fmt.Sprintf(" (and %d more problems)", n)
-		}
-	}
+	out.Reason = reasonOf(out.Problems)
 	return out
+}
+
+// reasonOf is the health's reason: the first problem of a known kind in
+// one line, and how many more there are; "" without problems. A generic
+// error (often a send that ran out of time while the SDK retried a
+// throttled or refused request) says less about what to fix.
+func reasonOf(problems []Problem) string {
+	if len(problems) == 0 {
+		return ""
+	}
+	first := problems[0]
+	if i := slices.IndexFunc(problems, func(p Problem) bool { return p.Kind != KindError }); i >= 0 {
+		first = problems[i]
+	}
+	reason := strings.ReplaceAll(first.String(), "\n", "; ")
+	switch n := len(problems) - 1; {
+	case n == 1:
+		reason += " (and 1 more problem)"
+	case n > 1:
+		reason += fmt.Sprintf(" (and %d more problems)", n)
+	}
+	return reason
 }

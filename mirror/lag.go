@@ -35,6 +35,10 @@ type PartitionLag struct {
 	// could not be read; BehindBy is its age, as of the report's time.
 	Oldest   time.Time     `json:"oldest_unmirrored,omitzero"`
 	BehindBy time.Duration `json:"behind_by_ns,omitempty"`
+	// LastDelivered is when Event Hubs last acknowledged one of the
+	// partition's records in a drain of this instance (since it started);
+	// zero when none.
+	LastDelivered time.Time `json:"last_delivered,omitzero"`
 }
 
 // LagReport is the group's lag over every mirrored partition.
@@ -47,6 +51,8 @@ type LagReport struct {
 	// BehindBy is the age of the oldest record not yet mirrored over the
 	// partitions of topics that are not paused (see PartitionLag.Oldest).
 	BehindBy time.Duration `json:"behind_by_ns"`
+	// LastDelivered is the latest of the partitions' LastDelivered.
+	LastDelivered time.Time `json:"last_delivered,omitzero"`
 }
 
 // Lag reports, for every partition of the mirrored topics (narrowed by
@@ -126,8 +132,13 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 		}
 	}
 	oldest := m.oldestUnmirrored(ctx, from)
+	delivered := m.live.deliveredAt()
 	for i := range rep.Partitions {
 		pl := &rep.Partitions[i]
+		pl.LastDelivered = delivered[TopicPartition{Topic: pl.Topic, Partition: pl.Partition}]
+		if pl.LastDelivered.After(rep.LastDelivered) {
+			rep.LastDelivered = pl.LastDelivered
+		}
 		if t, ok := oldest[TopicPartition{Topic: pl.Topic, Partition: pl.Partition}]; ok {
 			pl.Oldest, pl.BehindBy = t, max(rep.Time.Sub(t), 0)
 			if !pl.Paused {

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -170,32 +171,41 @@ type RunningDrain struct {
 type Throughput struct {
 	// Window is the span measured (up to five minutes; shorter after a
 	// start).
-	Window         time.Duration `json:"window_ns"`
-	RecordsPerSec  float64       `json:"records_per_sec"`
-	BytesPerSec    float64       `json:"bytes_per_sec"`
-	LastDelivered  time.Time     `json:"last_delivered,omitzero"`
-	TotalRecords   int64         `json:"total_records"`
-	TotalBytes     int64         `json:"total_bytes"`
-	MeasuredAtTime time.Time     `json:"time"`
+	Window        time.Duration `json:"window_ns"`
+	RecordsPerSec float64       `json:"records_per_sec"`
+	BytesPerSec   float64       `json:"bytes_per_sec"`
+	LastDelivered time.Time     `json:"last_delivered,omitzero"`
+	TotalRecords  int64         `json:"total_records"`
+	TotalBytes    int64         `json:"total_bytes"`
+	// Throttled counts the sends Event Hubs refused with server-busy over
+	// the window: the namespace is at its throughput quota, so the rate
+	// is the namespace's, not the mirror's.
+	Throttled      int64     `json:"throttled,omitempty"`
+	MeasuredAtTime time.Time `json:"time"`
 }
 
 // progressSample is the cumulative count of acknowledged records at a time.
 type progressSample struct {
-	at             time.Time
-	records, bytes int64
+	at                        time.Time
+	records, bytes, throttled int64
 }
 
 // liveTracker is the drains running in a Mirror and the throughput.
 type liveTracker struct {
 	mu      sync.Mutex
 	running map[*drain]time.Time // drain -> its deadline
-	// doneRecords and doneBytes sum the drains that ended.
-	doneRecords, doneBytes int64
-	lastDelivered          time.Time
-	samples                []progressSample
+	// doneRecords, doneBytes and doneThrottled sum the drains that ended.
+	doneRecords, doneBytes, doneThrottled int64
+	lastDelivered                         time.Time
+	samples                               []progressSample
+	// delivered is, per partition, when Event Hubs last acknowledged one
+	// of its records in a drain of this process that ended.
+	delivered map[TopicPartition]time.Time
 }
 
-func newLiveTracker() *liveTracker { return &liveTracker{running: map[*drain]time.Time{}} }
+func newLiveTracker() *liveTracker {
+	return &liveTracker{running: map[*drain]time.Time{}, delivered: map[TopicPartition]time.Time{}}
+}
 
 func (t *liveTracker) start(d *drain, deadline time.Time) {
 	t.mu.Lock()
@@ -211,7 +221,43 @@ func (t *liveTracker) end(d *drain) {
 	delete(t.running, d)
 	t.doneRecords += records
 	t.doneBytes += bytes
+	t.doneThrottled += d.throttled.Load()
 	t.sampleLocked(time.Now())
+	for tp, at := range d.lastAcks() {
+		if at.After(t.delivered[tp]) {
+			t.delivered[tp] = at
+		}
+	}
+}
+
+// lastAcks returns, per partition of d with a record acknowledged, when
+// the last one was.
+func (d *drain) lastAcks() map[TopicPartition]time.Time {
+	out := map[TopicPartition]time.Time{}
+	for _, ps := range d.order {
+		ps.mu.Lock()
+		if !ps.lastAck.IsZero() {
+			out[ps.tp] = ps.lastAck
+		}
+		ps.mu.Unlock()
+	}
+	return out
+}
+
+// deliveredAt returns, per partition, when Event Hubs last acknowledged
+// one of its records in this process, running drains included.
+func (t *liveTracker) deliveredAt() map[TopicPartition]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := maps.Clone(t.delivered)
+	for d := range t.running {
+		for tp, at := range d.lastAcks() {
+			if at.After(out[tp]) {
+				out[tp] = at
+			}
+		}
+	}
+	return out
 }
 
 // progress sums what d's partitions had acknowledged and their lag.
@@ -232,11 +278,12 @@ func (d *drain) progress() (records, bytes, lag int64) {
 
 // sampleLocked adds a sample of the cumulative counts at now; t.mu is held.
 func (t *liveTracker) sampleLocked(now time.Time) progressSample {
-	s := progressSample{at: now, records: t.doneRecords, bytes: t.doneBytes}
+	s := progressSample{at: now, records: t.doneRecords, bytes: t.doneBytes, throttled: t.doneThrottled}
 	for d := range t.running {
 		r, b, _ := d.progress()
 		s.records += r
 		s.bytes += b
+		s.throttled += d.throttled.Load()
 	}
 	if n := len(t.samples); n > 0 && s.records > t.samples[n-1].records {
 		t.lastDelivered = now
@@ -265,6 +312,7 @@ func (t *liveTracker) throughput(now time.Time) Throughput {
 		out.RecordsPerSec = float64(cur.records-first.records) / dt.Seconds()
 		out.BytesPerSec = float64(cur.bytes-first.bytes) / dt.Seconds()
 	}
+	out.Throttled = cur.throttled - first.throttled
 	return out
 }
 
@@ -275,8 +323,15 @@ func (t *liveTracker) runningDrains(now time.Time) []RunningDrain {
 	out := make([]RunningDrain, 0, len(t.running))
 	for d, deadline := range t.running {
 		r, b, lag := d.progress()
+		var until time.Time
+		if d.win != nil {
+			until = d.win.windowEnd()
+			if deadline.IsZero() {
+				deadline = d.win.stopAt() // handed over: no MIRROR_MAX_DURATION of its own
+			}
+		}
 		out = append(out, RunningDrain{
-			Run: d.name, Started: d.rep.Started, Deadline: deadline, FollowUntil: d.lim.FollowUntil,
+			Run: d.name, Started: d.rep.Started, Deadline: deadline, FollowUntil: until,
 			Partitions: len(d.order), Records: r, Bytes: b, Lag: lag, Outages: d.live.outages(now),
 		})
 	}
@@ -372,10 +427,22 @@ type Backlog struct {
 	RecordsPerSec float64 `json:"records_per_sec"`
 	// ETA is Records ÷ RecordsPerSec; 0 when caught up or not moving.
 	ETA time.Duration `json:"eta_ns,omitempty"`
-	// Summary is the backlog in words: "3,200,000 records behind (the
-	// oldest 3 min 20 s ago), about 53 min at 1,000 events/s".
+	// Throttled: Event Hubs refused sends with server-busy over the
+	// rate's window, so the rate is the namespace's throughput quota;
+	// Remedy then says how to go faster.
+	Throttled bool   `json:"throttled,omitempty"`
+	Remedy    string `json:"remedy,omitempty"`
+	// Summary is the backlog in words: "3,200,000 records behind, the
+	// oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
+	// and when throttled "… at the namespace's 1,000 events/s (Event Hubs
+	// throttled 2,400 sends in the last 5 min); raise `eventhubs_capacity`
+	// or enable auto-inflate".
 	Summary string `json:"summary"`
 }
+
+// ThrottledRemedy is what to do about a backlog that drains at the
+// namespace's throughput quota.
+const ThrottledRemedy = "raise `eventhubs_capacity` or enable auto-inflate"
 
 // NewBacklog measures the backlog from a lag report and the throughput.
 func NewBacklog(lag *LagReport, tp Throughput) Backlog {
@@ -393,11 +460,26 @@ func NewBacklog(lag *LagReport, tp Throughput) Backlog {
 	}
 	if b.RecordsPerSec >= 0.01 {
 		b.ETA = time.Duration(float64(b.Records) / b.RecordsPerSec * float64(time.Second))
-		b.Summary += fmt.Sprintf(", about %s at %s events/s", Ago(b.ETA), Count(int64(math.Round(b.RecordsPerSec))))
+		rate := Count(int64(math.Round(b.RecordsPerSec))) + " events/s"
+		if tp.Throttled > 0 {
+			b.Throttled, b.Remedy = true, ThrottledRemedy
+			b.Summary += fmt.Sprintf(", about %s at the namespace's %s (Event Hubs throttled %s in the last %s); %s",
+				Ago(b.ETA), rate, sends(tp.Throttled), Ago(max(tp.Window, time.Second)), b.Remedy)
+		} else {
+			b.Summary += fmt.Sprintf(", about %s at %s", Ago(b.ETA), rate)
+		}
 	} else {
 		b.Summary += fmt.Sprintf(", not moving (no event delivered in the last %s)", Ago(max(tp.Window, time.Second)))
 	}
 	return b
+}
+
+// sends is n sends in words: "1 send", "2,400 sends".
+func sends(n int64) string {
+	if n == 1 {
+		return "1 send"
+	}
+	return Count(n) + " sends"
 }
 
 // Count writes n with thousands separators: 3,200,000.

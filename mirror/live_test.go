@@ -353,3 +353,41 @@ func TestReadinessNamesBrokersAndHubs(t *testing.T) {
 		t.Errorf("summary: %s", r.Summary)
 	}
 }
+
+// The lag report says per partition, and in total, when Event Hubs last
+// acknowledged one of its records in this process; the drain report too.
+// A partition with nothing delivered has none.
+func TestLagSaysWhenEachPartitionLastDelivered(t *testing.T) {
+	e := newEnv(t)
+	m := e.newMirror(mirror.Options{Topics: mustFilter(t, `prod\.test1`)})
+	for i := range 6 {
+		e.produce(followRecord(int32(i%2), i)) // partitions 0 and 1 only
+	}
+	before := time.Now()
+	rep, err := m.Drain(context.Background(), "timer", mirror.Limits{MaxDuration: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	lag, err := m.Lag(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range lag.Partitions {
+		got := pl.LastDelivered
+		if pl.Partition < 2 && (got.Before(before) || got.After(after)) {
+			t.Errorf("%s/%d: last delivered %v, want within the drain [%v, %v]", pl.Topic, pl.Partition, got, before, after)
+		}
+		if pl.Partition >= 2 && !got.IsZero() {
+			t.Errorf("%s/%d: last delivered %v with nothing delivered", pl.Topic, pl.Partition, got)
+		}
+	}
+	if lag.LastDelivered.Before(before) || lag.LastDelivered.After(after) {
+		t.Errorf("total last delivered %v", lag.LastDelivered)
+	}
+	for _, p := range rep.Partitions {
+		if (p.Records > 0) == p.LastDelivered.IsZero() {
+			t.Errorf("drain report %s/%d: %d records, last delivered %v", p.Topic, p.Partition, p.Records, p.LastDelivered)
+		}
+	}
+}

@@ -42,6 +42,9 @@ type Mirror struct {
 	acked map[TopicPartition]*ackedAbove
 	// live follows the running drains and the throughput (status).
 	live *liveTracker
+	// liveDirty are the partitions whose last live record written by this
+	// process holds outages (peers.go); under mu.
+	liveDirty map[TopicPartition]bool
 }
 
 // New returns a Mirror reading from source and publishing to sink.
@@ -62,6 +65,7 @@ func New(source Source, sink Sink, opts Options) (*Mirror, error) {
 		readBacks:  make(map[readBackKey]*readBackKept),
 		acked:      make(map[TopicPartition]*ackedAbove),
 		live:       newLiveTracker(),
+		liveDirty:  make(map[TopicPartition]bool),
 	}, nil
 }
 

@@ -173,3 +173,54 @@ func TestAForgottenPauseIsAProblem(t *testing.T) {
 		t.Fatalf("drain line: %s", buf.String())
 	}
 }
+
+// TestResumeCatchUpKeepsTheConfiguredBound: the catch-up a resume starts is
+// bounded by Options.CatchUpMaxDuration (MIRROR_CATCHUP_MAX_DURATION), not
+// by a built-in ten minutes.
+func TestResumeCatchUpKeepsTheConfiguredBound(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	m := e.newMirrorWith(mirror.Options{CatchUpMaxDuration: 3 * time.Minute}, nil, withControl)
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	t.Cleanup(svc.Close)
+	sel := mirror.TopicSelection{Names: []string{topic}}
+	if _, err := svc.SetPaused(context.Background(), sel, true, "test", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetPaused(context.Background(), sel, false, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	runs := svc.CatchUps()
+	if len(runs) != 1 {
+		t.Fatalf("%d catch-ups after a resume, want 1: %+v", len(runs), runs)
+	}
+	if runs[0].MaxDuration != 3*time.Minute {
+		t.Fatalf("the resume's catch-up is bounded by %s, want the configured 3m0s", runs[0].MaxDuration)
+	}
+}
+
+// TestDrainFailsWhenEveryReadableTopicLacksItsHub: with one topic paused
+// and the other routed to a hub that does not exist, the drain mirrors
+// nothing and says so as a failure, not as "no partitions".
+func TestDrainFailsWhenEveryReadableTopicLacksItsHub(t *testing.T) {
+	e := newEnv(t)
+	routes, err := mirror.ParseRoutes(`prod\.test2=>missing`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := e.newMirrorWith(mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}, Routes: routes}, nil, withControl)
+	if _, err := m.SetPaused(context.Background(), "prod.test1", true, "test", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(&kgo.Record{Topic: "prod.test2", Partition: 0, Value: []byte("v")})
+	rep, err := m.Drain(context.Background(), "lacking", mirror.Limits{MaxDuration: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.HubErrors) == 0 {
+		t.Fatalf("no hub error for prod.test2 routed to a missing hub: %v", rep.Lines())
+	}
+	if rep.Stopped != mirror.StopFailed || !rep.Failed() {
+		t.Fatalf("stopped %q (failed %v), want %q: %v", rep.Stopped, rep.Failed(), mirror.StopFailed, rep.Lines())
+	}
+}

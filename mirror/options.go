@@ -3,6 +3,7 @@ package mirror
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -84,6 +85,14 @@ type Options struct {
 	// sees, so that Kafka's offset retention never ends a pause. Default
 	// 1 h.
 	PauseRefresh time.Duration
+	// CatchUpMaxDuration bounds a catch-up whose request gives no bound of
+	// its own, such as the one a resume starts (MIRROR_CATCHUP_MAX_DURATION).
+	// Default 10 min.
+	CatchUpMaxDuration time.Duration
+	// Instance names this process in the live problems its drains publish
+	// for the other instances (peers.go). Default: host name and process
+	// id.
+	Instance string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -133,6 +142,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PauseRefresh <= 0 {
 		o.PauseRefresh = time.Hour
 	}
+	if o.CatchUpMaxDuration <= 0 {
+		o.CatchUpMaxDuration = 10 * time.Minute
+	}
+	if o.Instance == "" {
+		host, _ := os.Hostname()
+		o.Instance = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
 	return o, nil
 }
 
@@ -149,4 +165,11 @@ type Limits struct {
 	// FollowLinger) until this time or MaxDuration, then commit and
 	// return. Zero: return as soon as caught up.
 	FollowUntil time.Time
+
+	// window, when set, is the follow window of a drain handed over from
+	// invocation to invocation (Service.DrainFollowing); it replaces
+	// FollowUntil and MaxDuration, which then bound each invocation.
+	window *followWindow
+	// started, when set, is called with the drain once it runs.
+	started func(*drain)
 }

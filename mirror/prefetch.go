@@ -1,12 +1,105 @@
 package mirror
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// The fetch pipeline adapts to the distance to Kafka. Each reader keeps the
+// next fetch of its partition in flight while it hands the previous one over
+// to the senders, so that the round trip overlaps with the work. One fetch
+// of FetchBytes covers a short round trip; a far Kafka (tens of
+// milliseconds) needs more bytes per round trip, or the partition waits for
+// its data. The pipeline therefore measures the round trip (the fastest
+// fetch the drain has seen, which is the network round trip plus the least
+// time a broker took to serve) and asks, per prefetch, for one more
+// FetchBytes per fetchRTTStep of it, at most maxFetchScale of them.
+//
+// Prefetched fetches are charged to the drain's in-flight bound
+// (Options.InFlightBytes) from the moment they are sent until the reader
+// takes them; the records of a taken fetch are then charged one event at a
+// time as they are handed over, as before. Prefetches never wait for room:
+// one that finds none is not sent (the reader fetches FetchBytes when it
+// needs the data). Together they take at most the bound minus a reserve of
+// a quarter of it, at least 2 MiB, so that events always have room: an
+// event's weight is at most 1 MiB plus its key and overhead on every tier
+// but Dedicated (whose 20 MB events want a bound above 80 MiB), and a
+// reader waiting for room therefore waits only for acknowledgements, never
+// for another reader's prefetch. Each partition gets an equal share of what
+// prefetches may take.
+const (
+	fetchRTTStep  = 25 * time.Millisecond
+	maxFetchScale = 8
+	minReserve    = 2 << 20
+)
+
+// fetchPipeline is a drain's state of the adaptive fetch pipeline; its zero
+// value is ready.
+type fetchPipeline struct {
+	// rtt is the shortest fetch seen, in nanoseconds (0: none yet).
+	rtt atomic.Int64
+	// charged is what pending prefetches hold of the in-flight bound.
+	charged atomic.Int64
+}
+
+// observe records the duration of one fetch.
+func (fp *fetchPipeline) observe(d time.Duration) {
+	if d <= 0 {
+		d = 1
+	}
+	for cur := fp.rtt.Load(); cur == 0 || int64(d) < cur; cur = fp.rtt.Load() {
+		if fp.rtt.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// prefetchBudget is the part of the in-flight bound prefetches may take.
+func prefetchBudget(inflight int64) int64 {
+	return max(inflight-max(inflight/4, minReserve), 0)
+}
+
+// prefetchBytes is how much one prefetch asks for after a round trip of
+// rtt: FetchBytes, plus FetchBytes per fetchRTTStep of the round trip, at
+// most maxFetchScale times FetchBytes and at most one partition's share of
+// the prefetch budget (but never less than FetchBytes).
+func prefetchBytes(rtt time.Duration, fetchBytes int, inflight int64, partitions int) int {
+	scale := min(1+int64(rtt/fetchRTTStep), maxFetchScale)
+	want := int64(fetchBytes) * scale
+	if partitions > 0 {
+		want = min(want, prefetchBudget(inflight)/int64(partitions))
+	}
+	return int(max(want, int64(fetchBytes)))
+}
+
+// chargePrefetch takes n bytes of the in-flight bound for a prefetch, when the
+// prefetch budget and the bound have room now.
+func (d *drain) chargePrefetch(n int64) bool {
+	fp := &d.pipe
+	budget := prefetchBudget(d.m.opts.InFlightBytes)
+	if fp.charged.Add(n) > budget {
+		fp.charged.Add(-n)
+		return false
+	}
+	if !d.inflight.TryAcquire(n) {
+		fp.charged.Add(-n)
+		return false
+	}
+	return true
+}
+
+// releasePrefetch returns a prefetch's charge.
+func (d *drain) releasePrefetch(n int64) {
+	if n == 0 {
+		return
+	}
+	d.inflight.Release(n)
+	d.pipe.charged.Add(-n)
+}
 
 // prefetcher keeps the next fetch of one partition in flight while the
-// reader hands the records of the previous one over to the senders, so that
-// a distant Kafka's round trip overlaps with the work instead of adding to
-// it. It holds at most one fetch (FetchBytes) per partition beyond the
-// in-flight bound.
+// reader hands the records of the previous one over to the senders.
 type prefetcher struct {
 	d       *drain
 	tp      TopicPartition
@@ -16,6 +109,7 @@ type prefetcher struct {
 // pendingFetch is one fetch running in the background.
 type pendingFetch struct {
 	offset int64
+	charge int64 // bytes of the in-flight bound it holds
 	done   chan struct{}
 	f      Fetched
 	err    error
@@ -23,7 +117,7 @@ type pendingFetch struct {
 }
 
 // fetch returns the fetch at offset: the prefetched one when it is for
-// offset, a new one otherwise.
+// offset, a new one of FetchBytes otherwise.
 func (p *prefetcher) fetch(ctx context.Context, offset int64) (Fetched, error) {
 	if pf := p.pending; pf != nil {
 		p.pending = nil
@@ -31,37 +125,69 @@ func (p *prefetcher) fetch(ctx context.Context, offset int64) (Fetched, error) {
 			select {
 			case <-pf.done:
 				pf.cancel()
+				p.d.releasePrefetch(pf.charge)
 				return pf.f, pf.err
 			case <-ctx.Done():
 				pf.cancel()
 				<-pf.done
+				p.d.releasePrefetch(pf.charge)
 				return Fetched{Next: offset}, ctx.Err()
 			}
 		}
 		pf.cancel()
 		<-pf.done
+		p.d.releasePrefetch(pf.charge)
 	}
-	return p.d.m.source.Fetch(ctx, p.tp, offset, p.d.m.opts.FetchBytes)
+	return p.timedFetch(ctx, offset, p.d.m.opts.FetchBytes)
 }
 
-// start fetches from offset in the background, for the next fetch call.
+// timedFetch fetches and records how long a successful fetch took.
+func (p *prefetcher) timedFetch(ctx context.Context, offset int64, maxBytes int) (Fetched, error) {
+	t0 := time.Now()
+	f, err := p.d.m.source.Fetch(ctx, p.tp, offset, maxBytes)
+	if err == nil {
+		p.d.pipe.observe(time.Since(t0))
+	}
+	return f, err
+}
+
+// size is how many bytes the next prefetch asks for.
+func (p *prefetcher) size() int {
+	d := p.d
+	return prefetchBytes(time.Duration(d.pipe.rtt.Load()), d.m.opts.FetchBytes, d.m.opts.InFlightBytes, len(d.order))
+}
+
+// start fetches from offset in the background, for the next fetch call,
+// when the in-flight bound has room for it; otherwise the next fetch call
+// fetches.
 func (p *prefetcher) start(ctx context.Context, offset int64) {
 	p.stop()
+	n := p.size()
+	if !p.d.chargePrefetch(int64(n)) {
+		if n == p.d.m.opts.FetchBytes {
+			return
+		}
+		n = p.d.m.opts.FetchBytes
+		if !p.d.chargePrefetch(int64(n)) {
+			return
+		}
+	}
 	fctx, cancel := context.WithCancel(ctx)
-	pf := &pendingFetch{offset: offset, done: make(chan struct{}), cancel: cancel}
+	pf := &pendingFetch{offset: offset, charge: int64(n), done: make(chan struct{}), cancel: cancel}
 	p.pending = pf
 	go func() {
 		defer close(pf.done)
-		pf.f, pf.err = p.d.m.source.Fetch(fctx, p.tp, offset, p.d.m.opts.FetchBytes)
+		pf.f, pf.err = p.timedFetch(fctx, offset, n)
 	}()
 }
 
-// stop abandons a pending fetch (nothing of it was consumed) and waits for
-// it to end.
+// stop abandons a pending fetch (nothing of it was consumed), waits for it
+// to end and returns its charge.
 func (p *prefetcher) stop() {
 	if pf := p.pending; pf != nil {
 		p.pending = nil
 		pf.cancel()
 		<-pf.done
+		p.d.releasePrefetch(pf.charge)
 	}
 }

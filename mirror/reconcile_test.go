@@ -120,7 +120,7 @@ func TestTooManyHubPartitionsDropsFloors(t *testing.T) {
 	if err != nil || clean || strings.Contains(meta, "seq=") || !strings.Contains(meta, "hub=h") {
 		t.Fatalf("meta %q clean %v err %v", meta, clean, err)
 	}
-	d.dedupReport()
+	d.dedupReport(d.rep)
 	if !strings.Contains(d.rep.Deduplication, "too many event hub partitions") {
 		t.Fatalf("report: %q", d.rep.Deduplication)
 	}

@@ -1,8 +1,10 @@
 package mirror
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -102,6 +104,9 @@ type PartitionReport struct {
 	Hub       string `json:"hub"`
 	Records   int64  `json:"records"`
 	Bytes     int64  `json:"bytes"`
+	// LastDelivered is when Event Hubs acknowledged the partition's last
+	// record in the drain; zero when none.
+	LastDelivered time.Time `json:"last_delivered,omitzero"`
 	// FirstOffset and LastOffset are the lowest and highest offsets
 	// mirrored; -1 when none.
 	FirstOffset int64 `json:"first_offset"`
@@ -188,7 +193,7 @@ func (r *Report) Failed() bool {
 
 // CaughtUp reports whether the drain left no lag on the partitions it owned.
 func (r *Report) CaughtUp() bool {
-	return r.LagAfter == 0 && (r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo || r.Stopped == StopFollowed)
+	return r.LagAfter == 0 && (r.Stopped == StopCaughtUp || r.Stopped == StopNothingToDo || r.Stopped == StopFollowed || r.Stopped == StopHandedOver)
 }
 
 // markLagUnknown sets LagAfter to LagUnknown when the drain could not
@@ -295,4 +300,96 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// report fills the drain's report.
+func (d *drain) report(ctx context.Context) {
+	d.fill(ctx, d.rep, d.stopped, d.latency.summary(), true)
+}
+
+// fill fills rep with what the drain did so far, as a drain that stopped
+// for stopped, with latency. The lag is measured from the partitions' log
+// ends read now with readEnds, else from those the readers last saw.
+func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *Latency, readEnds bool) {
+	var wms map[TopicPartition]Watermarks
+	if readEnds {
+		tps := make([]TopicPartition, 0, len(d.order))
+		for _, ps := range d.order {
+			tps = append(tps, ps.tp)
+		}
+		var err error
+		if wms, err = d.m.source.Watermarks(ctx, tps); err != nil {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
+		}
+	}
+	rep.Stopped = stopped
+	rep.Throttled, rep.ThrottledWait = d.throttled.Load(), time.Duration(d.throttledWait.Load())
+	rep.Outages = d.live.outages(time.Now())
+	rep.Latency = latency
+	caughtUp := true
+	for _, ps := range d.order {
+		ps.mu.Lock()
+		end := ps.end
+		if wm, ok := wms[ps.tp]; ok {
+			end = wm.End
+		}
+		pr := PartitionReport{
+			Topic: ps.tp.Topic, Partition: ps.tp.Partition, Hub: ps.hub,
+			Records: ps.records, Bytes: ps.bytes, LastDelivered: ps.lastAck,
+			FirstOffset: ps.first, LastOffset: ps.last,
+			Committed: ps.committed,
+			LagBefore: ps.lagBefore,
+			Gap:       ps.gap,
+			Note:      ps.note,
+		}
+		ps.mu.Unlock()
+		pr.AlreadyMirrored = d.foundCount(ps) + ps.carriedTotal()
+		if note := d.identityNote(ps); note != "" {
+			pr.Note = strings.TrimPrefix(pr.Note+"; "+note, "; ")
+		}
+		ps.mu.Lock()
+		if len(ps.skipped) > 0 {
+			pr.SkippedOffsets = append([]int64(nil), ps.skipped...)
+		}
+		from := ps.committed
+		if from == NoOffset {
+			from = ps.start
+		}
+		pr.LagAfter = max(end-from, 0)
+		if wm, ok := wms[ps.tp]; ok && from > wm.End {
+			// A committed offset past the log end is not "caught up".
+			pr.LagAfter = wm.End - wm.Start
+		}
+		if ps.err != nil {
+			pr.Error, pr.Kind = ps.err.Error(), partitionKind(ps)
+		}
+		ps.mu.Unlock()
+		if pr.LagAfter > 0 {
+			caughtUp = false
+		}
+		rep.Records += pr.Records
+		rep.Bytes += pr.Bytes
+		rep.Skipped += int64(len(pr.SkippedOffsets))
+		rep.LagAfter += pr.LagAfter
+		rep.Partitions = append(rep.Partitions, pr)
+	}
+	if (rep.Stopped == StopCaughtUp || rep.Stopped == StopFollowed) && !caughtUp {
+		// Readers ended at the end they saw, but failed partitions or new
+		// records left lag behind.
+		if rep.Failed() {
+			rep.Stopped = StopFailed
+		}
+	}
+	d.dedupReport(rep)
+	d.m.busyLag(ctx, rep)
+	sortReports(rep.Partitions)
+}
+
+func sortReports(prs []PartitionReport) {
+	slices.SortFunc(prs, func(a, b PartitionReport) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
 }

@@ -218,9 +218,13 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 	s.d.acked.Add(1)
 	var weight int64
 	now := time.Now()
+	win := s.d.winLatency.Load()
 	for _, it := range items {
 		it.ps.ack(it.rec.Offset, len(it.rec.Value))
 		s.d.latency.observe(now.Sub(it.rec.Time))
+		if win != nil {
+			win.observe(now.Sub(it.rec.Time))
+		}
 		weight += it.weight
 	}
 	s.d.inflight.Release(weight)

@@ -34,6 +34,9 @@ type Service struct {
 
 	// observers get each drain's report (Observe); under mu.
 	observers []func(*Report)
+	// follower is the following drain handed over from invocation to
+	// invocation (DrainFollowing), nil when none runs; under mu.
+	follower *follower
 }
 
 // NewService returns a service whose drains use limits (a catch-up uses the
@@ -87,6 +90,7 @@ const (
 // Drain runs one scheduled drain named run within the service's limits,
 // keeps its report and logs it (see [LogReport]).
 func (s *Service) Drain(ctx context.Context, run string) (*Report, error) {
+	s.stopFollower()
 	return s.drain(ctx, run, TriggerTimer, s.limits)
 }
 
@@ -94,12 +98,19 @@ func (s *Service) Drain(ctx context.Context, run string) (*Report, error) {
 // it, updates the health and logs the report.
 func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*Report, error) {
 	rep, err := s.mirror.Drain(ctx, run, lim)
+	s.conclude(ctx, rep, err, trigger, lim.MaxDuration, time.Second)
+	return rep, err
+}
+
+// conclude records a drain's report (or an invocation's window of a drain
+// handed over): a start failure in it, the backlog left, the health, the
+// reports kept and the log. wait bounds the look-up of the backlog.
+func (s *Service) conclude(ctx context.Context, rep *Report, err error, trigger string, budget, wait time.Duration) {
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
 	rep.markLagUnknown(err != nil)
-	s.measureBacklog(ctx, rep)
-	budget := lim.MaxDuration
+	s.measureBacklog(ctx, rep, wait)
 	if budget <= 0 {
 		budget = time.Minute
 	}
@@ -107,7 +118,6 @@ func (s *Service) drain(ctx context.Context, run, trigger string, lim Limits) (*
 	s.keep(rep)
 	s.health.observe(rep)
 	LogReport(ctx, s.mirror.opts.Logger, rep, trigger, budget, err != nil)
-	return rep, err
 }
 
 func (s *Service) keep(rep *Report) {
@@ -207,7 +217,7 @@ func (s *Service) StartCatchUp(req CatchUpRequest) (status CatchUpStatus, starte
 		return CatchUpStatus{}, false, fmt.Errorf("service is shutting down: %w", err)
 	}
 	if req.MaxDuration <= 0 {
-		req.MaxDuration = 10 * time.Minute
+		req.MaxDuration = s.mirror.opts.CatchUpMaxDuration
 	}
 	id, err := newRunID()
 	if err != nil {
@@ -350,8 +360,8 @@ func newRunID() (string, error) {
 }
 
 // measureBacklog sets rep.BehindBy from the oldest record the drain left
-// unmirrored on its partitions.
-func (s *Service) measureBacklog(ctx context.Context, rep *Report) {
+// unmirrored on its partitions, waiting at most wait for it.
+func (s *Service) measureBacklog(ctx context.Context, rep *Report, wait time.Duration) {
 	from := map[TopicPartition]int64{}
 	for _, p := range rep.Partitions {
 		if p.LagAfter > 0 && p.Committed != NoOffset {
@@ -362,7 +372,7 @@ func (s *Service) measureBacklog(ctx context.Context, rep *Report) {
 		return
 	}
 	// Briefly: the next tick of a following drain is due soon.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	defer cancel()
 	now := time.Now()
 	for _, t := range s.mirror.oldestUnmirrored(ctx, from) {

@@ -3,6 +3,7 @@ package mirror
 import (
 	"sort"
 	"sync"
+	"time"
 )
 
 // partitionState tracks one Kafka partition during one drain: which of the
@@ -46,9 +47,11 @@ type partitionState struct {
 	verified int64
 	records  int64
 	bytes    int64
-	skipped  []int64
-	first    int64
-	last     int64
+	// lastAck is when Event Hubs last acknowledged one of its records.
+	lastAck time.Time
+	skipped []int64
+	first   int64
+	last    int64
 	// sentMax is the highest offset whose event was part of a send, -1
 	// if none; tracked with deduplication on.
 	sentMax int64
@@ -121,6 +124,7 @@ func (p *partitionState) ack(offset int64, size int) {
 	}
 	p.records++
 	p.bytes += int64(size)
+	p.lastAck = time.Now()
 	if p.first < 0 || offset < p.first {
 		p.first = offset
 	}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Deploy the mirror to Azure: terraform apply (infra/), zip-deploy the
-# function package built by `make package`, wait until the app is ready,
-# then enable its timer.
+# function package built by `make package` to every function app (the
+# module's `instances`, terraform output function_apps), wait until each
+# app is ready, then enable that app's timer.
 #
 # Usage: bash scripts/deploy.sh [--yes|-y] [--backend-config=FILE|KEY=VALUE]…
 #                               [--local-state] [terraform apply arguments…]
@@ -33,8 +34,9 @@
 # Readiness: a new app starts with its timer disabled
 # (AzureWebJobs.MirrorTimer.Disabled=true, infra/functionapp.tf), because its
 # role assignments can take up to 30 minutes to take effect. After the zip
-# deployment the script polls /api/status every DEPLOY_POLL_INTERVAL seconds
-# (default 30), for at most DEPLOY_READY_TIMEOUT seconds (default 1800):
+# deployments the script polls each app's /api/status every
+# DEPLOY_POLL_INTERVAL seconds (default 30), for at most DEPLOY_READY_TIMEOUT
+# seconds (default 1800) in all:
 #   * Key Vault references the platform could not resolve (the identity's
 #     role was not effective yet at the app's start) are named and the app
 #     is restarted, at most every DEPLOY_RESTART_INTERVAL seconds (default
@@ -42,10 +44,10 @@
 #   * while the settings are valid and Kafka is readable (status 200) but no
 #     clean drain is reported, it starts a short catch-up (POST /api/catchup,
 #     one minute), which reads Kafka and sends to the hubs that have records;
-#   * once status says ok with a drain reported, it sets
-#     AzureWebJobs.MirrorTimer.Disabled=false and prints the status.
-# If the app is not ready in time, the timer stays disabled and the script
-# fails with the status' reason; run it again to retry.
+#   * once an app's status says ok with a drain reported, it sets that
+#     app's AzureWebJobs.MirrorTimer.Disabled=false and prints its status.
+# Apps not ready in time keep their timers disabled and the script fails
+# with one line naming each and its reason; run it again to retry.
 #
 # Interactive by default: terraform shows the plan and asks before applying.
 # Without a terminal (a pipeline, `make deploy` from a script) it cannot ask:
@@ -125,98 +127,132 @@ fi
 terraform -chdir="$ROOT/infra" init -input=false ${INIT_ARGS[@]+"${INIT_ARGS[@]}"}
 terraform -chdir="$ROOT/infra" apply -input=false ${APPLY_ARGS[@]+"${APPLY_ARGS[@]}"}
 
-APP=$(terraform -chdir="$ROOT/infra" output -raw function_app_name)
 RG=$(terraform -chdir="$ROOT/infra" output -raw resource_group_name)
-HOST=$(terraform -chdir="$ROOT/infra" output -raw function_app_default_hostname)
-# The app's SCM (Kudu) site: <app>.scm.<domain>.
-SCM_HOST=${HOST%%.*}.scm.${HOST#*.}
+# Every app of the module's `instances` (one Kafka consumer group), as
+# "name host" lines.
+mapfile -t APP_LINES < <(terraform -chdir="$ROOT/infra" output -json function_apps | jq -r '.[] | "\(.name) \(.default_hostname)"')
+((${#APP_LINES[@]} > 0)) || die "terraform output function_apps lists no function app."
+APPS=() HOSTS=()
+for line in "${APP_LINES[@]}"; do
+	APPS+=("${line%% *}")
+	HOSTS+=("${line#* }")
+done
 
 READY_TIMEOUT=${DEPLOY_READY_TIMEOUT:-1800}
 POLL_INTERVAL=${DEPLOY_POLL_INTERVAL:-30}
 RESTART_INTERVAL=${DEPLOY_RESTART_INTERVAL:-300}
 
-# Secrets (the token, the function key) go to curl in header files, never
+# Secrets (the token, the function keys) go to curl in header files, never
 # on a command line or in the output.
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
 umask 077
 
-echo "==> zip deploy $PACKAGE to $APP ($RG) with an Entra ID token"
 TOKEN=$(az account get-access-token --resource https://management.azure.com/ --query accessToken -o tsv) ||
 	die "could not get an Entra ID token from az."
 printf 'Authorization: Bearer %s\n' "$TOKEN" >"$SCRATCH/scm-auth"
 unset TOKEN
-code=$(curl -sS -o "$SCRATCH/zipdeploy.out" -w '%{http_code}' --max-time 1200 -X POST \
-	-H @"$SCRATCH/scm-auth" -H 'Content-Type: application/zip' \
-	--data-binary @"$PACKAGE" "https://$SCM_HOST/api/zipdeploy") || code=000
+for i in "${!APPS[@]}"; do
+	app=${APPS[$i]} host=${HOSTS[$i]}
+	# The app's SCM (Kudu) site: <app>.scm.<domain>.
+	scm=${host%%.*}.scm.${host#*.}
+	echo "==> zip deploy $PACKAGE to $app ($RG) with an Entra ID token"
+	code=$(curl -sS -o "$SCRATCH/zipdeploy.out" -w '%{http_code}' --max-time 1200 -X POST \
+		-H @"$SCRATCH/scm-auth" -H 'Content-Type: application/zip' \
+		--data-binary @"$PACKAGE" "https://$scm/api/zipdeploy") || code=000
+	[[ $code == 2?? ]] || die "zip deployment to https://$scm/api/zipdeploy failed (HTTP $code): $(head -c 300 "$SCRATCH/zipdeploy.out" 2>/dev/null)"
+done
 rm -f "$SCRATCH/scm-auth"
-[[ $code == 2?? ]] || die "zip deployment to https://$SCM_HOST/api/zipdeploy failed (HTTP $code): $(head -c 300 "$SCRATCH/zipdeploy.out" 2>/dev/null)"
 
-# function_key: the app's default host key, written to a header file.
+# function_key APP: the app's default host key, written to a header file.
 function_key() {
 	local key
-	key=$(az functionapp keys list --resource-group "$RG" --name "$APP" --query functionKeys.default -o tsv 2>/dev/null) || return 1
+	key=$(az functionapp keys list --resource-group "$RG" --name "$1" --query functionKeys.default -o tsv 2>/dev/null) || return 1
 	[[ -n $key ]] || return 1
-	printf 'x-functions-key: %s\n' "$key" >"$SCRATCH/key"
+	printf 'x-functions-key: %s\n' "$key" >"$SCRATCH/key-$1"
 }
 
-# unresolved_references: names of app settings whose Key Vault reference
-# the platform could not resolve (empty when all resolved).
+# unresolved_references APP: names of the app settings whose Key Vault
+# reference the platform could not resolve (empty when all resolved).
 unresolved_references() {
 	az rest --method get \
-		--url "https://management.azure.com/subscriptions/$ARM_SUBSCRIPTION_ID/resourceGroups/$RG/providers/Microsoft.Web/sites/$APP/config/configreferences/appsettings?api-version=2022-03-01" \
+		--url "https://management.azure.com/subscriptions/$ARM_SUBSCRIPTION_ID/resourceGroups/$RG/providers/Microsoft.Web/sites/$1/config/configreferences/appsettings?api-version=2022-03-01" \
 		--query "value[?properties.status!='Resolved'].name" -o tsv 2>/dev/null || true
 }
 
-echo "==> waiting for $APP to read Kafka and send to Event Hubs (at most ${READY_TIMEOUT}s; the timer stays disabled until then)"
-start=$SECONDS
-last_restart=
-reason="no answer from /api/status yet"
-ready=
-while :; do
-	refs=$(unresolved_references)
+# check_app I: one readiness check of app I. Returns 0 when its status is
+# ok with a drain reported (left in $SCRATCH/status-<app>.json); otherwise
+# sets REASON[I], restarts the app for unresolved Key Vault references or
+# starts a short catch-up, and returns 1.
+check_app() {
+	local i=$1 app=${APPS[$1]} host=${HOSTS[$1]} refs code
+	local status=$SCRATCH/status-$app.json
+	refs=$(unresolved_references "$app")
 	if [[ -n $refs ]]; then
-		reason="Key Vault references not resolved: $(tr '\n' ' ' <<<"$refs")"
-		if [[ -z $last_restart ]] || ((SECONDS - last_restart >= RESTART_INTERVAL)); then
-			echo "    $reason; restarting the app so that it resolves them again"
-			az functionapp restart --resource-group "$RG" --name "$APP" >/dev/null || true
-			last_restart=$SECONDS
+		REASON[i]="Key Vault references not resolved: $(tr '\n' ' ' <<<"$refs")"
+		if [[ -z ${LAST_RESTART[i]:-} ]] || ((SECONDS - LAST_RESTART[i] >= RESTART_INTERVAL)); then
+			echo "    $app: ${REASON[i]}; restarting the app so that it resolves them again"
+			az functionapp restart --resource-group "$RG" --name "$app" >/dev/null || true
+			LAST_RESTART[i]=$SECONDS
 		fi
-	elif [[ -s $SCRATCH/key ]] || function_key; then
-		code=$(curl -sS -o "$SCRATCH/status.json" -w '%{http_code}' --max-time 60 \
-			-H @"$SCRATCH/key" "https://$HOST/api/status") || code=000
-		if [[ $code == 200 ]] && jq -e '.ok == true and ((.last_drains // []) | length > 0)' "$SCRATCH/status.json" >/dev/null 2>&1; then
-			ready=1
-			break
-		fi
-		if [[ $code == 200 || $code == 503 ]]; then
-			reason=$(jq -r '.reason // .lag_error // "no drain yet"' "$SCRATCH/status.json" 2>/dev/null || echo "unreadable status")
-		else
-			reason="/api/status answered HTTP $code"
-		fi
-		if [[ $code == 200 ]]; then
-			# Settings valid, Kafka readable: a short catch-up reads Kafka and
-			# sends to Event Hubs (again, after an unauthorized send).
-			curl -sS -o /dev/null --max-time 60 -X POST -H @"$SCRATCH/key" -H 'Content-Type: application/json' \
-				--data '{"max_duration":"1m"}' "https://$HOST/api/catchup" || true
-		fi
-		echo "    not ready: $reason"
-	else
-		reason="no function key yet (the host is starting)"
+		return 1
 	fi
-	if ((SECONDS - start >= READY_TIMEOUT)); then
+	if [[ ! -s $SCRATCH/key-$app ]] && ! function_key "$app"; then
+		REASON[i]="no function key yet (the host is starting)"
+		return 1
+	fi
+	code=$(curl -sS -o "$status" -w '%{http_code}' --max-time 60 \
+		-H @"$SCRATCH/key-$app" "https://$host/api/status") || code=000
+	if [[ $code == 200 ]] && jq -e '.ok == true and ((.last_drains // []) | length > 0)' "$status" >/dev/null 2>&1; then
+		return 0
+	fi
+	if [[ $code == 200 || $code == 503 ]]; then
+		REASON[i]=$(jq -r '.reason // .lag_error // "no drain yet"' "$status" 2>/dev/null || echo "unreadable status")
+	else
+		REASON[i]="/api/status answered HTTP $code"
+	fi
+	if [[ $code == 200 ]]; then
+		# Settings valid, Kafka readable: a short catch-up reads Kafka and
+		# sends to Event Hubs (again, after an unauthorized send).
+		curl -sS -o /dev/null --max-time 60 -X POST -H @"$SCRATCH/key-$app" -H 'Content-Type: application/json' \
+			--data '{"max_duration":"1m"}' "https://$host/api/catchup" || true
+	fi
+	echo "    $app not ready: ${REASON[i]}"
+	return 1
+}
+
+# Poll every app not yet ready; each app's timer is enabled as soon as its
+# own status is good.
+echo "==> waiting for ${APPS[*]} to read Kafka and send to Event Hubs (at most ${READY_TIMEOUT}s; each timer stays disabled until then)"
+start=$SECONDS
+REASON=() LAST_RESTART=() PENDING=("${!APPS[@]}")
+for i in "${PENDING[@]}"; do REASON[i]="no answer from /api/status yet"; done
+while :; do
+	still=()
+	for i in "${PENDING[@]}"; do
+		if check_app "$i"; then
+			app=${APPS[$i]}
+			echo "==> $app: enabling the timer (AzureWebJobs.MirrorTimer.Disabled=false)"
+			az functionapp config appsettings set --resource-group "$RG" --name "$app" \
+				--settings AzureWebJobs.MirrorTimer.Disabled=false >/dev/null
+			echo "==> $app status:"
+			jq '{ok, reason, lag_total: .lag.total, last_drain: (.last_drains[0] // null | {run, records, stopped})}' "$SCRATCH/status-$app.json"
+			echo "==> deployed: https://${HOSTS[$i]}"
+		else
+			still+=("$i")
+		fi
+	done
+	PENDING=(${still[@]+"${still[@]}"})
+	if ((${#PENDING[@]} == 0)) || ((SECONDS - start >= READY_TIMEOUT)); then
 		break
 	fi
 	sleep "$POLL_INTERVAL"
 done
 
-if [[ -z $ready ]]; then
-	die "$APP is not ready after ${READY_TIMEOUT}s ($reason); its timer stays disabled (AzureWebJobs.MirrorTimer.Disabled=true). Fix the cause and run the script again."
+if ((${#PENDING[@]} > 0)); then
+	summary=
+	for i in "${PENDING[@]}"; do
+		summary+="${summary:+; }${APPS[$i]}: ${REASON[$i]}"
+	done
+	die "not ready after ${READY_TIMEOUT}s ($summary); their timers stay disabled (AzureWebJobs.MirrorTimer.Disabled=true). Fix the cause and run the script again."
 fi
-
-echo "==> enabling the timer (AzureWebJobs.MirrorTimer.Disabled=false)"
-az functionapp config appsettings set --resource-group "$RG" --name "$APP" \
-	--settings AzureWebJobs.MirrorTimer.Disabled=false >/dev/null
-echo "==> status:"
-jq '{ok, reason, lag_total: .lag.total, last_drain: (.last_drains[0] // null | {run, records, stopped})}' "$SCRATCH/status.json"
-echo "==> deployed: https://$HOST"

@@ -60,7 +60,8 @@ func TestRenderTimeAndCauses(t *testing.T) {
 	for _, hub := range []string{"a", "b", "c", "d", "e"} {
 		probs = append(probs, mirror.Problem{Kind: mirror.KindUnauthorized, Hub: hub, Partition: -1, Message: "InvalidSignature", Since: now.Add(-3 * time.Minute)})
 	}
-	lag := &mirror.LagReport{Total: 3_200_000, BehindBy: 200 * time.Second, Partitions: []mirror.PartitionLag{{Topic: "a", Hub: "a", Lag: 3_200_000, BehindBy: 200 * time.Second}}}
+	lag := &mirror.LagReport{Total: 3_200_000, BehindBy: 200 * time.Second, LastDelivered: now.Add(-2 * time.Second), Partitions: []mirror.PartitionLag{
+		{Topic: "a", Hub: "a", Lag: 3_200_000, BehindBy: 200 * time.Second, LastDelivered: now.Add(-2 * time.Second)}, {Topic: "a", Partition: 1, Hub: "a"}}}
 	b := mirror.NewBacklog(lag, mirror.Throughput{RecordsPerSec: 1000, Window: 5 * time.Minute})
 	var out strings.Builder
 	err := Render(&out, Page{Time: now, Causes: mirror.Causes(probs), Lag: lag, Backlog: &b,
@@ -79,7 +80,8 @@ func TestRenderTimeAndCauses(t *testing.T) {
 		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `README.md#settings">README</a>`, "since 2026-12-03 06:57:00Z (3 min)",
 		"3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
 		`behind by <span id="behind-by">3 min 20 s</span>`, "1,000 records/s, 2.50 MB/s over the last 5 min", "next tick 2026-12-03 07:00:30Z",
-		`<table id="running">`, "1,234", `<td class="n lag-after">unknown</td>`, "2 errors, the first: x",
+		`<table id="running">`, "1,234",
+		`, last record delivered <span id="last-delivered">2 s ago</span>`, `<td class="n delivered"><span title="2026-12-03 06:59:58Z">2 s ago</span></td>`, `<td class="n delivered"></td>`, `<td class="n lag-after">unknown</td>`, "2 errors, the first: x",
 		`<div id="kafka-auth" class="muted">kafka authentication: oauthbearer as mirror-client, token valid until 2026-12-03 07:55:00Z</div>`,
 	} {
 		if !strings.Contains(page, want) {

@@ -19,7 +19,7 @@ variables {
 
 run "deduplication_off_grants_no_listen" {
   assert {
-    condition     = length(azurerm_role_assignment.function_app_receiver) == 0 && azurerm_linux_function_app.this.app_settings["MIRROR_DEDUPLICATE"] == "false"
+    condition     = length(azurerm_role_assignment.function_app_receiver) == 0 && azurerm_linux_function_app.this[0].app_settings["MIRROR_DEDUPLICATE"] == "false"
     error_message = "Without mirror_deduplicate the app must not hold Data Receiver and MIRROR_DEDUPLICATE must be false."
   }
 }
@@ -34,7 +34,7 @@ run "deduplication_on_grants_data_receiver" {
       length(azurerm_role_assignment.function_app_receiver) == 1 &&
       azurerm_role_assignment.function_app_receiver[0].role_definition_name == "Azure Event Hubs Data Receiver" &&
       azurerm_role_assignment.function_app_receiver[0].principal_type == "ServicePrincipal" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_DEDUPLICATE"] == "true"
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_DEDUPLICATE"] == "true"
     )
     error_message = "With mirror_deduplicate the app's identity must hold Data Receiver and MIRROR_DEDUPLICATE must be true."
   }

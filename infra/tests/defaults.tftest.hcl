@@ -209,14 +209,14 @@ run "namespace_is_standard_tls12_without_keys" {
 run "function_app_may_only_send" {
   assert {
     condition = (
-      azurerm_linux_function_app.this.identity[0].type == "UserAssigned" &&
-      tolist(azurerm_linux_function_app.this.identity[0].identity_ids) == tolist([azurerm_user_assigned_identity.function_app.id])
+      azurerm_linux_function_app.this[0].identity[0].type == "UserAssigned" &&
+      tolist(azurerm_linux_function_app.this[0].identity[0].identity_ids) == tolist([azurerm_user_assigned_identity.function_app.id])
     )
     error_message = "The function app must run with the module's user-assigned identity (created, with its roles, before the app)."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.key_vault_reference_identity_id == azurerm_user_assigned_identity.function_app.id
+    condition     = azurerm_linux_function_app.this[0].key_vault_reference_identity_id == azurerm_user_assigned_identity.function_app.id
     error_message = "Key Vault references must be resolved with the user-assigned identity (key_vault_reference_identity_id)."
   }
 
@@ -240,8 +240,9 @@ run "function_app_may_only_send" {
   }
 
   # All roles of the app's principal, across every role assignment in the
-  # configuration: exactly Data Sender on the namespace and Key Vault Secrets
-  # User on the vault (needed for the Key Vault references) - nothing broader.
+  # configuration: exactly Data Sender on the namespace, Key Vault Secrets
+  # User on the vault (needed for the Key Vault references) and the
+  # Functions host's roles on the app's own storage - nothing broader.
   assert {
     condition = toset([
       for ra in concat(
@@ -253,8 +254,11 @@ run "function_app_may_only_send" {
       ]) == toset([
       "Azure Event Hubs Data Sender@${azurerm_eventhub_namespace.this.id}",
       "Key Vault Secrets User@${azurerm_key_vault.this.id}",
+      "Storage Blob Data Owner@${azurerm_storage_account.function.id}",
+      "Storage Queue Data Contributor@${azurerm_storage_account.function.id}",
+      "Storage Table Data Contributor@${azurerm_storage_account.function.id}",
     ])
-    error_message = "The function app's principal must hold exactly Data Sender on the namespace and Key Vault Secrets User on the vault."
+    error_message = "The function app's principal must hold exactly Data Sender on the namespace, Key Vault Secrets User on the vault and the host's storage roles on its own storage account."
   }
 
   assert {
@@ -293,41 +297,42 @@ run "function_app_runs_the_custom_handler_on_ep1" {
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.service_plan_id == azurerm_service_plan.this.id
+    condition     = azurerm_linux_function_app.this[0].service_plan_id == azurerm_service_plan.this.id
     error_message = "The function app must run on the Elastic Premium plan."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.site_config[0].application_stack[0].use_custom_runtime
+    condition     = azurerm_linux_function_app.this[0].site_config[0].application_stack[0].use_custom_runtime
     error_message = "The function app must use the custom runtime (Go custom handler)."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.https_only && azurerm_linux_function_app.this.site_config[0].minimum_tls_version == "1.2" && azurerm_linux_function_app.this.site_config[0].ftps_state == "Disabled"
+    condition     = azurerm_linux_function_app.this[0].https_only && azurerm_linux_function_app.this[0].site_config[0].minimum_tls_version == "1.2" && azurerm_linux_function_app.this[0].site_config[0].ftps_state == "Disabled"
     error_message = "The function app must be HTTPS-only with TLS 1.2 and no FTP."
   }
 
   assert {
-    condition     = !azurerm_linux_function_app.this.builtin_logging_enabled && !contains(keys(azurerm_linux_function_app.this.app_settings), "AzureWebJobsDashboard")
+    condition     = !azurerm_linux_function_app.this[0].builtin_logging_enabled && !contains(keys(azurerm_linux_function_app.this[0].app_settings), "AzureWebJobsDashboard")
     error_message = "Built-in logging (the legacy AzureWebJobsDashboard setting) must be off; logs go to Application Insights."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.functions_extension_version == "~4"
+    condition     = azurerm_linux_function_app.this[0].functions_extension_version == "~4"
     error_message = "The function app must run Functions runtime ~4."
   }
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.storage_account_name == azurerm_storage_account.function.name &&
-      azurerm_linux_function_app.this.storage_account_access_key == azurerm_storage_account.function.primary_access_key &&
+      azurerm_linux_function_app.this[0].storage_account_name == azurerm_storage_account.function.name &&
+      azurerm_linux_function_app.this[0].storage_uses_managed_identity &&
+      azurerm_linux_function_app.this[0].storage_account_access_key == null &&
       azurerm_storage_account.function.name != azurerm_storage_account.capture.name
     )
     error_message = "AzureWebJobsStorage must be the function app's own storage account, not the capture account."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.virtual_network_subnet_id == null && !azurerm_linux_function_app.this.site_config[0].vnet_route_all_enabled
+    condition     = azurerm_linux_function_app.this[0].virtual_network_subnet_id == null && !azurerm_linux_function_app.this[0].site_config[0].vnet_route_all_enabled
     error_message = "VNet integration must be off by default."
   }
 }
@@ -336,7 +341,7 @@ run "function_app_runs_the_custom_handler_on_ep1" {
 # FTP or the SCM site; scripts/deploy.sh deploys with an Entra ID token.
 run "function_app_has_no_basic_auth_publishing" {
   assert {
-    condition     = azurerm_linux_function_app.this.ftp_publish_basic_authentication_enabled == false && azurerm_linux_function_app.this.webdeploy_publish_basic_authentication_enabled == false
+    condition     = azurerm_linux_function_app.this[0].ftp_publish_basic_authentication_enabled == false && azurerm_linux_function_app.this[0].webdeploy_publish_basic_authentication_enabled == false
     error_message = "FTP and SCM/WebDeploy basic authentication must be off."
   }
 }
@@ -345,7 +350,7 @@ run "function_app_has_no_basic_auth_publishing" {
 # enables it once /api/status shows the roles took effect.
 run "timer_starts_disabled_until_deploy_enables_it" {
   assert {
-    condition     = azurerm_linux_function_app.this.app_settings["AzureWebJobs.MirrorTimer.Disabled"] == "true"
+    condition     = azurerm_linux_function_app.this[0].app_settings["AzureWebJobs.MirrorTimer.Disabled"] == "true"
     error_message = "A new app must start with AzureWebJobs.MirrorTimer.Disabled = true (scripts/deploy.sh enables the timer when the app is ready)."
   }
 }
@@ -359,61 +364,61 @@ run "app_settings_wire_every_handler_setting" {
         "EVENTHUBS__fullyQualifiedNamespace", "EVENTHUBS__clientId",
         "MIRROR_SCHEDULE", "MIRROR_MAX_RECORDS", "MIRROR_MAX_BYTES", "MIRROR_MAX_DURATION", "MIRROR_PARTITIONING",
         "MIRROR_INFLIGHT_BYTES", "MIRROR_ROUTES", "MIRROR_GAP_POLICY", "MIRROR_OVERSIZE_POLICY", "MIRROR_CATCHUP_MAX_DURATION",
-      ] : contains(keys(azurerm_linux_function_app.this.app_settings), k)
+      ] : contains(keys(azurerm_linux_function_app.this[0].app_settings), k)
     ])
     error_message = "Every setting the handler reads must be an app setting."
   }
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["KAFKA_BROKERS"] == "broker-0.kafka.example.com:9093,broker-1.kafka.example.com:9093" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_GROUP"] == "ehmirror" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TOPICS_INCLUDE"] == "^prod\\..*" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TOPICS_EXCLUDE"] == "" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_MECHANISM"] == "scram-sha-512" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TLS"] == "true" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TLS_INSECURE_SKIP_VERIFY"] == "false" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_START_OFFSET"] == "earliest"
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_BROKERS"] == "broker-0.kafka.example.com:9093,broker-1.kafka.example.com:9093" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_GROUP"] == "ehmirror" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TOPICS_INCLUDE"] == "^prod\\..*" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TOPICS_EXCLUDE"] == "" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "scram-sha-512" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS"] == "true" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS_INSECURE_SKIP_VERIFY"] == "false" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_START_OFFSET"] == "earliest"
     )
     error_message = "Kafka settings must carry the variables' defaults."
   }
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["MIRROR_SCHEDULE"] == "0 */1 * * * *" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_MAX_DURATION"] == "4m" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_MAX_RECORDS"] == "1000000" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_MAX_BYTES"] == "536870912" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_INFLIGHT_BYTES"] == "67108864" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_CATCHUP_MAX_DURATION"] == "10m" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_PARTITIONING"] == "hash" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_ROUTES"] == "" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_GAP_POLICY"] == "fail" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_OVERSIZE_POLICY"] == "fail"
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_SCHEDULE"] == "0 */1 * * * *" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_MAX_DURATION"] == "4m" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_MAX_RECORDS"] == "1000000" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_MAX_BYTES"] == "536870912" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_INFLIGHT_BYTES"] == "67108864" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_CATCHUP_MAX_DURATION"] == "10m" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_PARTITIONING"] == "hash" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_ROUTES"] == "" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_GAP_POLICY"] == "fail" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_OVERSIZE_POLICY"] == "fail"
     )
     error_message = "Mirror settings must carry the variables' defaults."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.app_settings["EVENTHUBS__fullyQualifiedNamespace"] == "evhns-ehmirror-prod-t01.servicebus.windows.net" && azurerm_linux_function_app.this.app_settings["EVENTHUBS__clientId"] == "00000000-0000-0000-0000-0000000000c2"
+    condition     = azurerm_linux_function_app.this[0].app_settings["EVENTHUBS__fullyQualifiedNamespace"] == "evhns-ehmirror-prod-t01.servicebus.windows.net" && azurerm_linux_function_app.this[0].app_settings["EVENTHUBS__clientId"] == "00000000-0000-0000-0000-0000000000c2"
     error_message = "Event Hubs must be reached through the identity-based EVENTHUBS__fullyQualifiedNamespace convention with the client ID of the identity attached to the app."
   }
 
   assert {
     condition = alltrue([
-      for k, v in azurerm_linux_function_app.this.app_settings :
-      !strcontains(v, "SharedAccessKey") && !strcontains(v, "Endpoint=sb://") && !can(regex("(?i)connectionstring", k))
+      for k, v in azurerm_linux_function_app.this[0].app_settings :
+      !strcontains(v, "SharedAccessKey") && !strcontains(v, "Endpoint=sb://") && (!can(regex("(?i)connectionstring", k)) || startswith(v, "@Microsoft.KeyVault("))
     ])
-    error_message = "No Event Hubs key or connection string may appear in the app settings."
+    error_message = "No Event Hubs key or connection string may appear in the app settings (a connection string setting must be a Key Vault reference)."
   }
 
   assert {
-    condition     = !contains(keys(azurerm_linux_function_app.this.app_settings), "FUNCTIONS_WORKER_RUNTIME")
+    condition     = !contains(keys(azurerm_linux_function_app.this[0].app_settings), "FUNCTIONS_WORKER_RUNTIME")
     error_message = "FUNCTIONS_WORKER_RUNTIME must not be in app_settings (use_custom_runtime sets it)."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.site_config[0].application_insights_connection_string == azurerm_application_insights.this.connection_string
+    condition     = azurerm_linux_function_app.this[0].site_config[0].application_insights_connection_string == azurerm_application_insights.this.connection_string
     error_message = "Application Insights must be connected to the function app."
   }
 }
@@ -422,7 +427,7 @@ run "kafka_secrets_are_key_vault_references_only" {
   assert {
     condition = alltrue([
       for k in ["KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"] :
-      startswith(azurerm_linux_function_app.this.app_settings[k], "@Microsoft.KeyVault(")
+      startswith(azurerm_linux_function_app.this[0].app_settings[k], "@Microsoft.KeyVault(")
     ])
     error_message = "Kafka credentials must be Key Vault references (@Microsoft.KeyVault(...)) in the app settings."
   }
@@ -430,23 +435,23 @@ run "kafka_secrets_are_key_vault_references_only" {
   assert {
     condition = alltrue([
       for k in ["KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"] :
-      azurerm_linux_function_app.this.app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka[k].versionless_id}/)"
+      azurerm_linux_function_app.this[0].app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka[k].versionless_id}/)"
     ])
     error_message = "Each Kafka credential setting must reference its own Key Vault secret without a version (\"<versionless id>/\"), so that rotation is picked up."
   }
 
   assert {
-    condition     = alltrue([for v in values(azurerm_linux_function_app.this.app_settings) : !startswith(v, "@Microsoft.KeyVault(") || can(regex("^@Microsoft\\.KeyVault\\(SecretUri=https://[^/]+/secrets/[^/]+/\\)$", v))])
+    condition     = alltrue([for v in values(azurerm_linux_function_app.this[0].app_settings) : !startswith(v, "@Microsoft.KeyVault(") || can(regex("^@Microsoft\\.KeyVault\\(SecretUri=https://[^/]+/secrets/[^/]+/\\)$", v))])
     error_message = "Every Key Vault reference must name a secret without a version (\"…/secrets/<name>/\"), so that rotation is picked up."
   }
 
   assert {
-    condition     = alltrue([for v in values(azurerm_linux_function_app.this.app_settings) : !strcontains(v, "s3cr3t-Pa55word-do-not-leak") && v != "mirror-user"])
+    condition     = alltrue([for v in values(azurerm_linux_function_app.this[0].app_settings) : !strcontains(v, "s3cr3t-Pa55word-do-not-leak") && v != "mirror-user"])
     error_message = "No Kafka secret may appear as a plain app setting value."
   }
 
   assert {
-    condition     = !contains(keys(azurerm_linux_function_app.this.app_settings), "KAFKA_TLS_CA_PEM") && !contains(keys(azurerm_key_vault_secret.kafka), "KAFKA_TLS_CA_PEM")
+    condition     = !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_TLS_CA_PEM") && !contains(keys(azurerm_key_vault_secret.kafka), "KAFKA_TLS_CA_PEM")
     error_message = "Without a CA PEM there is no KAFKA_TLS_CA_PEM secret or setting (system roots)."
   }
 
@@ -502,13 +507,13 @@ run "monitoring_and_outputs" {
   }
 
   assert {
-    condition     = azurerm_eventhub_namespace.this.tags["managed-by"] == "terraform" && azurerm_linux_function_app.this.tags["environment"] == "prod"
+    condition     = azurerm_eventhub_namespace.this.tags["managed-by"] == "terraform" && azurerm_linux_function_app.this[0].tags["environment"] == "prod"
     error_message = "Resources must carry the standard tags."
   }
 
   # Issue 24, item 9: the addresses a Kafka firewall must allow.
   assert {
-    condition     = output.function_app_possible_outbound_ip_addresses == azurerm_linux_function_app.this.possible_outbound_ip_address_list
+    condition     = alltrue([for ip in azurerm_linux_function_app.this[0].possible_outbound_ip_address_list : contains(output.function_app_possible_outbound_ip_addresses, ip)])
     error_message = "The app's possible outbound IP addresses must be an output (Kafka allowlists)."
   }
 }

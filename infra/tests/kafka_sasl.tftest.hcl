@@ -19,7 +19,7 @@ variables {
 
 run "no_token_mechanism_by_default" {
   assert {
-    condition     = length(azurerm_key_vault_secret.kafka_sasl_token) == 0 && !contains(keys(azurerm_linux_function_app.this.app_settings), "KAFKA_SASL_OAUTH_CLIENT_ID")
+    condition     = length(azurerm_key_vault_secret.kafka_sasl_token) == 0 && !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_OAUTH_CLIENT_ID")
     error_message = "Without kafka_sasl_token_mechanism there are no OAUTHBEARER/MSK settings or secrets."
   }
 }
@@ -36,11 +36,11 @@ run "oidc_client_credentials" {
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_MECHANISM"] == "oauthbearer" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_OAUTH_TOKEN_ENDPOINT"] == "https://idp.example.com/oauth2/token" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_OAUTH_CLIENT_ID"] == "mirror" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_OAUTH_SCOPE"] == "kafka" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_OAUTH_EXTENSIONS"] == "identityPoolId=pool-Ab1c,logicalCluster=lkc-abc12"
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "oauthbearer" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_OAUTH_TOKEN_ENDPOINT"] == "https://idp.example.com/oauth2/token" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_OAUTH_CLIENT_ID"] == "mirror" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_OAUTH_SCOPE"] == "kafka" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_OAUTH_EXTENSIONS"] == "identityPoolId=pool-Ab1c,logicalCluster=lkc-abc12"
     )
     error_message = "OIDC settings are not as configured."
   }
@@ -48,13 +48,13 @@ run "oidc_client_credentials" {
   assert {
     condition = (
       azurerm_key_vault_secret.kafka_sasl_token["KAFKA_SASL_OAUTH_CLIENT_SECRET"].key_vault_id == azurerm_key_vault.this.id &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_OAUTH_CLIENT_SECRET"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_sasl_token["KAFKA_SASL_OAUTH_CLIENT_SECRET"].versionless_id}/)"
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_OAUTH_CLIENT_SECRET"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_sasl_token["KAFKA_SASL_OAUTH_CLIENT_SECRET"].versionless_id}/)"
     )
     error_message = "The client secret must be a Key Vault secret referenced by its app setting."
   }
 
   assert {
-    condition     = !anytrue([for k, v in azurerm_linux_function_app.this.app_settings : strcontains(v, "oidc-secret-do-not-leak")])
+    condition     = !anytrue([for k, v in azurerm_linux_function_app.this[0].app_settings : strcontains(v, "oidc-secret-do-not-leak")])
     error_message = "The client secret must not be in a plain app setting."
   }
 }
@@ -66,9 +66,9 @@ run "entra_id_uses_the_function_identity" {
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_MECHANISM"] == "oauthbearer" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_OAUTH_CLIENT_ID"] == azurerm_user_assigned_identity.function_app.client_id &&
-      !contains(keys(azurerm_linux_function_app.this.app_settings), "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT") &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "oauthbearer" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_OAUTH_CLIENT_ID"] == azurerm_user_assigned_identity.function_app.client_id &&
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_OAUTH_TOKEN_ENDPOINT") &&
       length(azurerm_key_vault_secret.kafka_sasl_token) == 0
     )
     error_message = "Entra ID mode uses the function app's identity, no endpoint and no secret."
@@ -84,11 +84,11 @@ run "msk_role_without_aws_keys" {
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_MECHANISM"] == "aws-msk-iam" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_AWS_REGION"] == "eu-west-1" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_AWS_ROLE_ARN"] == "arn:aws:iam::123456789012:role/ehmirror-msk" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_AWS_WEB_IDENTITY_SCOPE"] == "api://AzureADTokenExchange/.default" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_OAUTH_CLIENT_ID"] == azurerm_user_assigned_identity.function_app.client_id &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "aws-msk-iam" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_AWS_REGION"] == "eu-west-1" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_AWS_ROLE_ARN"] == "arn:aws:iam::123456789012:role/ehmirror-msk" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_AWS_WEB_IDENTITY_SCOPE"] == "api://AzureADTokenExchange/.default" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_OAUTH_CLIENT_ID"] == azurerm_user_assigned_identity.function_app.client_id &&
       length(azurerm_key_vault_secret.kafka_sasl_token) == 0
     )
     error_message = "MSK with a role: region, role, web identity scope and the function identity; no AWS secret."
@@ -105,9 +105,9 @@ run "msk_key_pair_from_key_vault" {
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_AWS_ACCESS_KEY_ID"] == "AKIAEXAMPLE" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_AWS_SECRET_ACCESS_KEY"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_sasl_token["KAFKA_SASL_AWS_SECRET_ACCESS_KEY"].versionless_id}/)" &&
-      !anytrue([for k, v in azurerm_linux_function_app.this.app_settings : strcontains(v, "aws-secret-do-not-leak")])
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_AWS_ACCESS_KEY_ID"] == "AKIAEXAMPLE" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_AWS_SECRET_ACCESS_KEY"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_sasl_token["KAFKA_SASL_AWS_SECRET_ACCESS_KEY"].versionless_id}/)" &&
+      !anytrue([for k, v in azurerm_linux_function_app.this[0].app_settings : strcontains(v, "aws-secret-do-not-leak")])
     )
     error_message = "The AWS secret key must be a Key Vault reference, never a plain setting."
   }

@@ -30,7 +30,7 @@ run "no_client_certificate_by_default" {
   assert {
     condition = alltrue([
       for k in ["KAFKA_TLS_CERT_PEM", "KAFKA_TLS_KEY_PEM", "KAFKA_TLS_KEY_PASSWORD"] :
-      !contains(keys(azurerm_linux_function_app.this.app_settings), k)
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), k)
     ])
     error_message = "Without a client certificate the KAFKA_TLS_CERT_PEM/KEY_PEM/KEY_PASSWORD settings are absent."
   }
@@ -52,18 +52,18 @@ run "client_certificate_with_sasl_is_key_vault_references" {
       } :
       azurerm_key_vault_secret.kafka_tls_client[k].name == name &&
       azurerm_key_vault_secret.kafka_tls_client[k].key_vault_id == azurerm_key_vault.this.id &&
-      azurerm_linux_function_app.this.app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_tls_client[k].versionless_id}/)"
+      azurerm_linux_function_app.this[0].app_settings[k] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka_tls_client[k].versionless_id}/)"
     ])
     error_message = "Certificate, key and password must be Key Vault secrets in the vault, each referenced (versionless) by its app setting."
   }
 
   assert {
-    condition     = startswith(azurerm_linux_function_app.this.app_settings["KAFKA_SASL_PASSWORD"], "@Microsoft.KeyVault(") && azurerm_linux_function_app.this.app_settings["KAFKA_SASL_MECHANISM"] == "scram-sha-512"
+    condition     = startswith(azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_PASSWORD"], "@Microsoft.KeyVault(") && azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "scram-sha-512"
     error_message = "Mutual TLS goes together with SASL: the SASL settings stay."
   }
 
   assert {
-    condition     = alltrue([for v in values(azurerm_linux_function_app.this.app_settings) : !strcontains(v, "PRIVATE KEY") && !strcontains(v, "CLIENTKEY") && !strcontains(v, "key-pa55word") && !strcontains(v, "BEGIN CERTIFICATE")])
+    condition     = alltrue([for v in values(azurerm_linux_function_app.this[0].app_settings) : !strcontains(v, "PRIVATE KEY") && !strcontains(v, "CLIENTKEY") && !strcontains(v, "key-pa55word") && !strcontains(v, "BEGIN CERTIFICATE")])
     error_message = "No part of the certificate, key or password may appear as a plain app setting value."
   }
 
@@ -88,12 +88,12 @@ run "client_certificate_alone_without_sasl" {
   }
 
   assert {
-    condition     = !contains(keys(azurerm_linux_function_app.this.app_settings), "KAFKA_SASL_PASSWORD") && !contains(keys(azurerm_linux_function_app.this.app_settings), "KAFKA_TLS_KEY_PASSWORD")
+    condition     = !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_PASSWORD") && !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_TLS_KEY_PASSWORD")
     error_message = "Without SASL and with an unencrypted key there is no password setting."
   }
 
   assert {
-    condition     = startswith(azurerm_linux_function_app.this.app_settings["KAFKA_TLS_KEY_PEM"], "@Microsoft.KeyVault(SecretUri=") && azurerm_linux_function_app.this.app_settings["KAFKA_TLS"] == "true"
+    condition     = startswith(azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS_KEY_PEM"], "@Microsoft.KeyVault(SecretUri=") && azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS"] == "true"
     error_message = "KAFKA_TLS_KEY_PEM must be a Key Vault reference, over TLS."
   }
 }

@@ -147,11 +147,11 @@ run "kafka_without_sasl_has_no_credential_secrets" {
 
   assert {
     condition = (
-      !contains(keys(azurerm_linux_function_app.this.app_settings), "KAFKA_SASL_USERNAME") &&
-      !contains(keys(azurerm_linux_function_app.this.app_settings), "KAFKA_SASL_PASSWORD") &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_SASL_MECHANISM"] == "none" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TLS"] == "false" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_START_OFFSET"] == "latest"
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_USERNAME") &&
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_PASSWORD") &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "none" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS"] == "false" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_START_OFFSET"] == "latest"
     )
     error_message = "Without SASL the credential settings are absent and the other Kafka settings follow the variables."
   }
@@ -164,12 +164,12 @@ run "ca_bundle_is_a_key_vault_reference" {
   }
 
   assert {
-    condition     = startswith(azurerm_linux_function_app.this.app_settings["KAFKA_TLS_CA_PEM"], "@Microsoft.KeyVault(SecretUri=")
+    condition     = startswith(azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS_CA_PEM"], "@Microsoft.KeyVault(SecretUri=")
     error_message = "KAFKA_TLS_CA_PEM must be a Key Vault reference."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.app_settings["KAFKA_TLS_CA_PEM"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka["KAFKA_TLS_CA_PEM"].versionless_id}/)"
+    condition     = azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS_CA_PEM"] == "@Microsoft.KeyVault(SecretUri=${azurerm_key_vault_secret.kafka["KAFKA_TLS_CA_PEM"].versionless_id}/)"
     error_message = "KAFKA_TLS_CA_PEM must reference the kafka-tls-ca-pem secret."
   }
 
@@ -181,13 +181,13 @@ run "ca_bundle_is_a_key_vault_reference" {
   assert {
     condition = alltrue([
       for k in ["KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_TLS_CA_PEM"] :
-      startswith(azurerm_linux_function_app.this.app_settings[k], "@Microsoft.KeyVault(")
+      startswith(azurerm_linux_function_app.this[0].app_settings[k], "@Microsoft.KeyVault(")
     ])
     error_message = "Every Kafka secret setting must be a Key Vault reference."
   }
 
   assert {
-    condition     = alltrue([for v in values(azurerm_linux_function_app.this.app_settings) : !strcontains(v, "BEGIN CERTIFICATE") && !strcontains(v, "another-secret")])
+    condition     = alltrue([for v in values(azurerm_linux_function_app.this[0].app_settings) : !strcontains(v, "BEGIN CERTIFICATE") && !strcontains(v, "another-secret")])
     error_message = "No Kafka secret may appear as a plain app setting value."
   }
 }
@@ -216,33 +216,33 @@ run "handler_settings_follow_variables" {
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["KAFKA_BROKERS"] == "b1:9093,b2:9093,b3:9093" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_GROUP"] == "mirror-eu" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TOPICS_INCLUDE"] == "^(prod|stage)\\..*" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TOPICS_EXCLUDE"] == "\\.dlq$"
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_BROKERS"] == "b1:9093,b2:9093,b3:9093" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_GROUP"] == "mirror-eu" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TOPICS_INCLUDE"] == "^(prod|stage)\\..*" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TOPICS_EXCLUDE"] == "\\.dlq$"
     )
     error_message = "Kafka settings must follow the variables."
   }
 
   assert {
     condition = (
-      azurerm_linux_function_app.this.app_settings["MIRROR_SCHEDULE"] == "*/30 * * * * *" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_MAX_RECORDS"] == "5000" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_MAX_BYTES"] == "1048576" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_MAX_DURATION"] == "1m30s" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_INFLIGHT_BYTES"] == "16777216" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_CATCHUP_MAX_DURATION"] == "1h" &&
-      azurerm_linux_function_app.this.app_settings["KAFKA_TLS_INSECURE_SKIP_VERIFY"] == "true" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_PARTITIONING"] == "preserve" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_ROUTES"] == "prod[.]orders[.](.*)=>orders.$1; ^prod\\.(.*)$ => mirror.$${1}" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_GAP_POLICY"] == "resume-earliest" &&
-      azurerm_linux_function_app.this.app_settings["MIRROR_OVERSIZE_POLICY"] == "skip"
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_SCHEDULE"] == "*/30 * * * * *" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_MAX_RECORDS"] == "5000" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_MAX_BYTES"] == "1048576" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_MAX_DURATION"] == "1m30s" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_INFLIGHT_BYTES"] == "16777216" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_CATCHUP_MAX_DURATION"] == "1h" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS_INSECURE_SKIP_VERIFY"] == "true" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_PARTITIONING"] == "preserve" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_ROUTES"] == "prod[.]orders[.](.*)=>orders.$1; ^prod\\.(.*)$ => mirror.$${1}" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_GAP_POLICY"] == "resume-earliest" &&
+      azurerm_linux_function_app.this[0].app_settings["MIRROR_OVERSIZE_POLICY"] == "skip"
     )
     error_message = "Mirror settings must follow the variables."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.app_settings["WEBSITE_TIME_ZONE"] == "UTC"
+    condition     = azurerm_linux_function_app.this[0].app_settings["WEBSITE_TIME_ZONE"] == "UTC"
     error_message = "additional_app_settings must be passed through."
   }
 }
@@ -258,17 +258,17 @@ run "existing_resource_group_and_vnet_integration" {
   }
 
   assert {
-    condition     = length(azurerm_resource_group.this) == 0 && azurerm_eventhub_namespace.this.resource_group_name == "rg-existing" && azurerm_linux_function_app.this.resource_group_name == "rg-existing"
+    condition     = length(azurerm_resource_group.this) == 0 && azurerm_eventhub_namespace.this.resource_group_name == "rg-existing" && azurerm_linux_function_app.this[0].resource_group_name == "rg-existing"
     error_message = "With existing_resource_group_name no group is created and everything goes into the existing one."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.virtual_network_subnet_id == "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-net/providers/Microsoft.Network/virtualNetworks/vnet-kafka/subnets/snet-functions"
+    condition     = azurerm_linux_function_app.this[0].virtual_network_subnet_id == "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-net/providers/Microsoft.Network/virtualNetworks/vnet-kafka/subnets/snet-functions"
     error_message = "VNet integration must use the given subnet."
   }
 
   assert {
-    condition     = azurerm_linux_function_app.this.site_config[0].vnet_route_all_enabled
+    condition     = azurerm_linux_function_app.this[0].site_config[0].vnet_route_all_enabled
     error_message = "With VNet integration all outbound traffic is routed through the VNet by default."
   }
 

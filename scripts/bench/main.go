@@ -50,7 +50,7 @@ func run() error {
 	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send and mirror per case; the fastest counts (default 2, quick 1)")
 	flag.Int64Var(&cfg.Records, "records", 0, "records per case (0: size each case for -seconds of mirroring)")
 	flag.Float64Var(&cfg.Seconds, "seconds", 10, "target seconds of each case's mirror drain when -records is 0")
-	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota)")
+	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota,scale-out)")
 	var lc bench.LatencyConfig
 	var qc bench.QuotaConfig
 	var quotaUnits, quotaSizes, quotaPartitioning string
@@ -60,11 +60,16 @@ func run() error {
 	flag.StringVar(&quotaUnits, "quota-units", "1,2", "quota case: namespace sizes in throughput units")
 	flag.DurationVar(&qc.Period, "quota-period", 100*time.Millisecond, "quota case: the emulator grants a unit's 1 MiB or 1,000 events per this period (compressed time; 1s is real time)")
 	flag.Float64Var(&qc.BacklogMinutes, "quota-backlog-minutes", 3, "quota case: the backlog in minutes of quota")
-	var follow string
+	var follow, scaleProcesses string
+	var sc bench.ScaleConfig
+	flag.StringVar(&scaleProcesses, "scale-processes", "1,2,4", "scale-out case: handler process counts to run, in order")
+	flag.BoolVar(&sc.Ticks, "scale-ticks", false, "scale-out case: fire every process's timer together, the next tick when all invocations ended (default: each again as soon as its own ends)")
+	flag.Int64Var(&sc.PerPartition, "scale-records", 10_000, "scale-out case: backlog records (1 KiB) per partition of the 20")
 	flag.IntVar(&lc.Rate, "latency-rate", 20000, "latency case: records per second (1 KiB, keyed)")
 	flag.DurationVar(&lc.Duration, "latency-duration", 60*time.Second, "latency case: how long the producer writes")
 	flag.StringVar(&lc.Schedule, "latency-schedule", "", "latency case: MIRROR_SCHEDULE (default the project's, every minute)")
 	flag.StringVar(&follow, "latency-follow", "false,true", "latency case: MIRROR_FOLLOW values to run, in order")
+	flag.IntVar(&lc.Runs, "latency-runs", 1, "latency case: consecutive runs per MIRROR_FOLLOW value (each a row of its own)")
 	flag.StringVar(&profile, "profile", "", "comma-separated case names whose mirror phase is CPU-profiled (read, send and mirror phases, child and infra) into .bench/cpu-CASE-PHASE[-infra].pprof")
 	flag.IntVar(&cfg.IdleDrains, "idle", 0, "idle drains timed per case (default 5, quick 2; -1 none)")
 	flag.IntVar(&cfg.StartSamples, "starts", 0, "handler start-to-ready samples (default 7, quick 3; -1 none)")
@@ -101,11 +106,18 @@ func run() error {
 		}
 		qc.Shapes = append(qc.Shapes, bench.Shape{Name: name, Size: n, Keyed: true})
 	}
+	for v := range strings.SplitSeq(scaleProcesses, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-scale-processes: %q is not a process count", v)
+		}
+		sc.Processes = append(sc.Processes, n)
+	}
 	if qc.Partitioning, err = mirror.ParsePartitioning(quotaPartitioning); err != nil {
 		return fmt.Errorf("-quota-partitioning: %w", err)
 	}
 	if cases == "" {
-		cfg.Far, cfg.TLS, cfg.Latency, cfg.Quota = true, true, &lc, &qc
+		cfg.Far, cfg.TLS, cfg.Latency, cfg.Quota, cfg.Scale = true, true, &lc, &qc, &sc
 	} else {
 		all := map[string]bench.Shape{}
 		for _, s := range bench.DefaultShapes() {
@@ -125,6 +137,9 @@ func run() error {
 			case "quota":
 				cfg.Quota = &qc
 				continue
+			case "scale-out":
+				cfg.Scale = &sc
+				continue
 			}
 			s, ok := all[name]
 			if !ok {
@@ -142,7 +157,7 @@ func run() error {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	res, err := bench.Run(ctx, cfg)
-	if res != nil && (len(res.Cases) > 0 || len(res.Conditions) > 0 || len(res.Latency) > 0 || len(res.Quota) > 0) {
+	if res != nil && (len(res.Cases) > 0 || len(res.Conditions) > 0 || len(res.Latency) > 0 || len(res.Quota) > 0 || len(res.Scale) > 0) {
 		if perr := res.PrintTable(os.Stdout); perr != nil {
 			err = errors.Join(err, perr)
 		}

@@ -106,3 +106,15 @@ mock_resource "azurerm_key_vault_secret" {
     versionless_id = "https://kv-ehmirror-test.vault.azure.net/secrets/mock"
   }
 }
+
+mock_resource "azurerm_private_dns_zone" {
+  defaults = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Network/privateDnsZones/privatelink.blob.core.windows.net"
+  }
+}
+
+mock_resource "azurerm_storage_share" {
+  defaults = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Storage/storageAccounts/stfunction/fileServices/default/fileshares/share"
+  }
+}

@@ -1,0 +1,127 @@
+# Issue 24, item 7: no app setting carries the function storage account's
+# key. AzureWebJobsStorage is identity-based (the host's roles on the app's
+# own account, waited for like the others); the content share, which Azure
+# Files mounts only with a key, reads its connection string from Key Vault.
+
+mock_provider "azurerm" {
+  source = "./tests/mocks"
+}
+
+mock_provider "time" {}
+
+override_resource {
+  target = azurerm_storage_account.function
+  values = {
+    id                        = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Storage/storageAccounts/stfunction"
+    primary_access_key        = "ZnVuY3Rpb24ta2V5"
+    primary_connection_string = "DefaultEndpointsProtocol=https;AccountName=stfunction;AccountKey=ZnVuY3Rpb24ta2V5;EndpointSuffix=core.windows.net"
+  }
+}
+
+override_resource {
+  target = azurerm_storage_account.capture
+  values = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Storage/storageAccounts/stcapture"
+  }
+}
+
+override_resource {
+  target = azurerm_key_vault_secret.function_content_connection
+  values = {
+    id             = "https://kv-ehmirror-test.vault.azure.net/secrets/function-content-connection-string/00000000000000000000000000000002"
+    versionless_id = "https://kv-ehmirror-test.vault.azure.net/secrets/function-content-connection-string"
+  }
+}
+
+variables {
+  alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  location               = "westeurope"
+  name_suffix            = "t07"
+  kafka_brokers          = ["10.0.0.4:9092"]
+  kafka_sasl_username    = "mirror-user"
+  kafka_sasl_password    = "a-secret"
+}
+
+run "no_app_setting_carries_an_account_key" {
+  assert {
+    condition = alltrue([
+      for k, v in azurerm_linux_function_app.this[0].app_settings :
+      !strcontains(v, "AccountKey=") && !strcontains(v, "ZnVuY3Rpb24ta2V5")
+    ])
+    error_message = "An app setting holds the function storage account's key or connection string."
+  }
+
+  assert {
+    condition     = azurerm_linux_function_app.this[0].storage_account_access_key == null && azurerm_linux_function_app.this[0].storage_key_vault_secret_id == null
+    error_message = "The app must not pass the storage account key to the provider (it writes it into AzureWebJobsStorage)."
+  }
+
+  assert {
+    condition = (
+      azurerm_linux_function_app.this[0].storage_uses_managed_identity &&
+      azurerm_linux_function_app.this[0].storage_account_name == azurerm_storage_account.function.name &&
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "AzureWebJobsStorage") &&
+      azurerm_linux_function_app.this[0].app_settings["AzureWebJobsStorage__credential"] == "managedidentity" &&
+      azurerm_linux_function_app.this[0].app_settings["AzureWebJobsStorage__clientId"] == azurerm_user_assigned_identity.function_app.client_id
+    )
+    error_message = "AzureWebJobsStorage must be identity-based (storage_uses_managed_identity -> __accountName) with the app's user-assigned identity (__credential, __clientId)."
+  }
+
+  assert {
+    condition = (
+      azurerm_linux_function_app.this[0].app_settings["WEBSITE_CONTENTAZUREFILECONNECTIONSTRING"] == "@Microsoft.KeyVault(SecretUri=https://kv-ehmirror-test.vault.azure.net/secrets/function-content-connection-string/)" &&
+      azurerm_key_vault_secret.function_content_connection.value == azurerm_storage_account.function.primary_connection_string &&
+      azurerm_key_vault_secret.function_content_connection.key_vault_id == azurerm_key_vault.this.id
+    )
+    error_message = "The content share's connection string must be a Key Vault secret in the module's vault, referenced (versionless) from WEBSITE_CONTENTAZUREFILECONNECTIONSTRING."
+  }
+
+  # A Key Vault reference cannot be validated when the setting is written:
+  # the platform skips its check and the module creates the share.
+  assert {
+    condition = (
+      azurerm_linux_function_app.this[0].app_settings["WEBSITE_SKIP_CONTENTSHARE_VALIDATION"] == "1" &&
+      azurerm_linux_function_app.this[0].app_settings["WEBSITE_CONTENTSHARE"] == azurerm_storage_share.content[0].name &&
+      azurerm_storage_share.content[0].storage_account_id == azurerm_storage_account.function.id &&
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "WEBSITE_CONTENTOVERVNET")
+    )
+    error_message = "The app's content share must exist in its own storage account and be named by WEBSITE_CONTENTSHARE, with the platform's validation skipped."
+  }
+}
+
+run "host_storage_roles_on_the_app_account" {
+  assert {
+    condition = toset([
+      for ra in values(azurerm_role_assignment.function_app) : ra.role_definition_name
+      if ra.scope == azurerm_storage_account.function.id && ra.principal_id == azurerm_user_assigned_identity.function_app.principal_id && ra.principal_type == "ServicePrincipal"
+    ]) == toset(["Storage Blob Data Owner", "Storage Queue Data Contributor", "Storage Table Data Contributor"])
+    error_message = "The app's identity must hold Storage Blob Data Owner, Storage Queue Data Contributor and Storage Table Data Contributor on the function storage account."
+  }
+
+  assert {
+    condition = alltrue([
+      for ra in values(azurerm_role_assignment.function_app) :
+      ra.scope != azurerm_storage_account.capture.id && !endswith(ra.scope, "/resourceGroups/rg-ehmirror-test")
+    ])
+    error_message = "The host's storage roles must be scoped to the function storage account only."
+  }
+
+  # The app starts after the wait that follows its storage roles too.
+  assert {
+    condition = alltrue([
+      for name in ["host_storage_blob", "host_storage_queue", "host_storage_table"] :
+      time_sleep.function_app_roles.triggers[name] == azurerm_role_assignment.function_app[name].id
+    ])
+    error_message = "time_sleep.function_app_roles must follow the host's storage role assignments."
+  }
+}
+
+run "additional_settings_cannot_bring_back_the_key" {
+  command = plan
+
+  variables {
+    additional_app_settings = { AzureWebJobsStorage = "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=eA==" }
+  }
+
+  expect_failures = [var.additional_app_settings]
+}

@@ -1,0 +1,143 @@
+package mirror_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ehmirror/ehmirror/eventhubs"
+	"github.com/ehmirror/ehmirror/mirror"
+)
+
+// distantSource puts a fixed delay in front of every fetch of the real
+// Kafka source (a Kafka that far away) and records what the fetches ask for.
+type distantSource struct {
+	mirror.Source
+	delay time.Duration
+
+	mu sync.Mutex
+	// asked is every fetch's maxBytes; inFlight and maxInFlight are the
+	// bytes asked by the fetches running now and the most of them at once.
+	asked                 []int
+	inFlight, maxInFlight int
+}
+
+func (s *distantSource) Fetch(ctx context.Context, tp mirror.TopicPartition, offset int64, maxBytes int) (mirror.Fetched, error) {
+	s.mu.Lock()
+	s.asked = append(s.asked, maxBytes)
+	s.inFlight += maxBytes
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight -= maxBytes
+		s.mu.Unlock()
+	}()
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return mirror.Fetched{Next: offset}, ctx.Err()
+	case <-t.C:
+	}
+	return s.Source.Fetch(ctx, tp, offset, maxBytes)
+}
+
+func (s *distantSource) largestAsk() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, a := range s.asked {
+		n = max(n, a)
+	}
+	return n
+}
+
+// drainFrom drains 4 partitions of 1,500 records of 1 KiB each through src
+// with opts and checks that every record arrived once, in its partition's
+// order, and that the group committed the end of every partition.
+func drainFrom(t *testing.T, delay time.Duration, opts mirror.Options) *distantSource {
+	t.Helper()
+	e := newEnv(t)
+	const topic, perPartition = "prod.test1", 1500
+	var recs []*kgo.Record
+	for i := range perPartition {
+		for p := range 4 {
+			v := make([]byte, 1<<10)
+			copy(v, fmt.Sprintf("p%d-o%d-", p, i))
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: v})
+		}
+	}
+	e.produce(recs...)
+	src := &distantSource{Source: e.newSource(), delay: delay}
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	opts.Logger, opts.CommitInterval = testLogger(), 100*time.Millisecond
+	m, err := mirror.New(src, sink, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := e.drain(m, mirror.Limits{MaxDuration: time.Minute})
+	if rep.Failed() || rep.Records != 4*perPartition || !rep.CaughtUp() || rep.LagAfter != 0 {
+		t.Fatalf("drain: %s\n%s", rep.Summary(), strings.Join(rep.Lines(), "\n"))
+	}
+	// Keyless records go to the hub partition of their Kafka partition.
+	for p, evs := range e.mirrored(topic, 4) {
+		if len(evs) != perPartition {
+			t.Errorf("hub partition %d holds %d events, want %d", p, len(evs), perPartition)
+		}
+		for i, r := range evs {
+			if int(r.Partition) != p || r.Offset != int64(i) || !strings.HasPrefix(string(r.Value), fmt.Sprintf("p%d-o%d-", p, i)) {
+				t.Fatalf("hub partition %d event %d is %s/%d/%d, want offset %d of partition %d in order", p, i, r.Topic, r.Partition, r.Offset, i, p)
+			}
+		}
+	}
+	for p, off := range e.committed(m, topic) {
+		if off != perPartition {
+			t.Errorf("partition %d committed %d, want %d", p, off, perPartition)
+		}
+	}
+	return src
+}
+
+// A Kafka 100 ms away makes the readers prefetch more bytes per round trip,
+// within their share of the in-flight bound, and the drain stays correct:
+// every record once, in order, every offset committed.
+func TestFarKafkaPrefetchesMorePerRoundTrip(t *testing.T) {
+	const fetchBytes, inflight = 16 << 10, 4 << 20
+	src := drainFrom(t, 100*time.Millisecond, mirror.Options{FetchBytes: fetchBytes, InFlightBytes: inflight})
+	// The drain reads the 20 partitions of the five seed topics; the
+	// prefetches may take the bound minus max(a quarter, 2 MiB).
+	share := (inflight - 2<<20) / 20
+	// Every fetch takes at least 100 ms: 1 + 100/25 = 5 times FetchBytes,
+	// capped at the share.
+	want := min(5*fetchBytes, share)
+	if got := src.largestAsk(); got < want || got > max(share, fetchBytes) {
+		t.Errorf("largest fetch asked for %d bytes, want between %d (5 × FetchBytes, within the share) and %d (one partition's share of the prefetch budget)", got, want, share)
+	}
+	// At most one fetch per partition runs at a time: the prefetched ones
+	// within the budget, the others of FetchBytes.
+	if bound := (inflight - 2<<20) + 20*fetchBytes; src.maxInFlight > bound {
+		t.Errorf("fetches in flight asked for %d bytes at once, more than the prefetch budget plus one FetchBytes per partition (%d)", src.maxInFlight, bound)
+	}
+}
+
+// On a near Kafka the drain is as correct, and the fetches keep within a
+// partition's share of the prefetch budget. (How much more than FetchBytes
+// they ask depends on how long this machine's fetches take; see
+// TestPrefetchBytesFollowsTheRoundTrip.)
+func TestNearKafkaPrefetchesWithinTheShare(t *testing.T) {
+	const fetchBytes, inflight = 16 << 10, 4 << 20
+	src := drainFrom(t, 0, mirror.Options{FetchBytes: fetchBytes, InFlightBytes: inflight})
+	if got, share := src.largestAsk(), (inflight-2<<20)/20; got > share {
+		t.Errorf("largest fetch asked for %d bytes, more than one partition's share %d", got, share)
+	}
+}
