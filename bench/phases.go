@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"sort"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/kafka"
 	"github.com/ehmirror/ehmirror/mirror"
@@ -237,6 +240,11 @@ func sendRoute(ctx context.Context, sink mirror.Sink, g *gen, r *route) (records
 // group, on a process whose Kafka connection and Event Hubs links are open,
 // then times drains that find nothing to do.
 func mirrorPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logger) error {
+	// The handler sets the garbage collector's memory limit from the
+	// in-flight bound; the read and send limits keep Go's defaults.
+	if limit, ok := config.MemoryLimit(os.Getenv, config.DefaultInFlightBytes, config.AvailableMemory()); ok {
+		debug.SetMemoryLimit(limit)
+	}
 	quiet := slog.New(slog.DiscardHandler)
 	src, err := newSource(spec, spec.Group, quiet)
 	if err != nil {

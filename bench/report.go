@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // Targets of issue 7.
@@ -293,8 +295,8 @@ func (r *Results) Targets() []Target {
 	for _, c := range r.Cases {
 		small, large := c.Probe.PeakRSS, c.Mirror.PeakRSS
 		grew := ratio(float64(c.BacklogBytes), float64(c.Probe.Bytes))
-		// The engine charges value + key + 256 bytes per record.
-		if weight := c.Probe.Records * int64(c.Shape.Size+256); weight < r.InFlightBytes {
+		// What the engine charges per record (keys are short).
+		if weight := c.Probe.Records * mirror.InFlightWeight(&mirror.Record{Value: make([]byte, c.Shape.Size)}); weight < r.InFlightBytes {
 			out = append(out, Target{"n/a", fmt.Sprintf("%s: peak RSS %.0f → %.0f MB; the smaller backlog (%.0f MB as the engine charges it) is below the in-flight bound (%.0f MB), so it proves nothing",
 				c.Shape.Name, mb(small), mb(large), mb(weight), mb(r.InFlightBytes))})
 			continue

@@ -333,10 +333,11 @@ func probePerPartition(cfg Config, shape Shape, inflight int64) int64 {
 	if cfg.Records > 0 {
 		return max(cfg.Records/4/partitions, 1)
 	}
-	weight := int64(shape.Size) + 256 // the engine's per-event overhead
+	rec := mirror.Record{Value: make([]byte, shape.Size)}
 	if shape.Keyed {
-		weight += 11
+		rec.Key = make([]byte, 11)
 	}
+	weight := mirror.InFlightWeight(&rec) // what the engine charges per record
 	return min(max(2*inflight/weight/partitions, 1000), 15000)
 }
 

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -56,6 +57,7 @@ func run() error {
 	}
 
 	a := newApp(os.Getenv, logger, redactor)
+	sizeGC(logger, a.settings.InFlightBytes)
 	// Setting problems go to stderr, which the host logs at Error, as
 	// structured lines with time and level.
 	errLogger := slog.New(slog.NewTextHandler(redactor.Writer(os.Stderr), nil))
@@ -86,4 +88,17 @@ func run() error {
 	}
 	a.Close(shutdownCtx)
 	return nil
+}
+
+// sizeGC sets the garbage collector's soft memory limit from the in-flight
+// bound (see config.MemoryLimit), unless GOMEMLIMIT sets it, and logs it.
+func sizeGC(logger *slog.Logger, inFlight int64) {
+	available := config.AvailableMemory()
+	limit, ok := config.MemoryLimit(os.Getenv, inFlight, available)
+	if !ok {
+		logger.Info("garbage collector's memory limit from GOMEMLIMIT", "memory_limit_mb", debug.SetMemoryLimit(-1)>>20)
+		return
+	}
+	debug.SetMemoryLimit(limit)
+	logger.Info("garbage collector's memory limit set from MIRROR_INFLIGHT_BYTES", "memory_limit_mb", limit>>20, "available_mb", available>>20)
 }

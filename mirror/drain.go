@@ -13,9 +13,10 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// eventOverhead approximates the bytes an event adds to its record's key and
-// value: properties, message id and AMQP framing. It only sizes the
-// in-flight memory bound.
+// eventOverhead approximates the bytes an event's encoding adds to its
+// record's key and value: properties, message id and AMQP framing. It only
+// decides when a record is checked against an empty batch (fitsHub); the
+// in-flight bound is charged with InFlightWeight.
 const eventOverhead = 256
 
 // commitTimeout bounds one periodic commit.
@@ -484,9 +485,8 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		d.stop(StopMaxBytes)
 		return false
 	}
-	ev := EventFor(r)
 	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
-	if !d.fitsHub(ctx, s, r, &ev) {
+	if !d.fitsHub(ctx, s, r) {
 		// Decided here, before any later record of the partition is
 		// handed over.
 		ps.add(r)
@@ -497,11 +497,11 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		}
 		return true
 	}
-	weight := min(size+int64(len(r.Key))+eventOverhead, d.m.opts.InFlightBytes)
+	weight := min(InFlightWeight(r), d.m.opts.InFlightBytes)
 	if err := d.inflight.Acquire(ctx, weight); err != nil {
 		return false
 	}
-	it := &item{ps: ps, offset: r.Offset, size: int(size), weight: weight, event: ev, ts: r.Time}
+	it := &item{ps: ps, weight: weight, rec: *r}
 	ps.add(r)
 	select {
 	case s.in <- it:

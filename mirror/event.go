@@ -34,7 +34,18 @@ const (
 // application properties carry key, provenance, timestamp and headers.
 func EventFor(r *Record) Event {
 	props := make(map[string]any, 5+len(r.Headers))
-	props[PropTopic] = r.Topic
+	fillProperties(props, r, r.Topic)
+	return Event{
+		Body:       r.Value,
+		Properties: props,
+		MessageID:  MessageID(r.Topic, r.Partition, r.Offset),
+	}
+}
+
+// fillProperties sets r's application properties in props; topic is r.Topic,
+// possibly already boxed (see eventBuilder).
+func fillProperties(props map[string]any, r *Record, topic any) {
+	props[PropTopic] = topic
 	props[PropPartition] = int64(r.Partition)
 	props[PropOffset] = r.Offset
 	props[PropTimestamp] = r.Time
@@ -44,15 +55,43 @@ func EventFor(r *Record) Event {
 	if r.Value == nil {
 		props[PropTombstone] = true
 	}
-	headerProperties(r.Headers, props)
-	return Event{
-		Body:       r.Value,
-		Properties: props,
-		MessageID:  MessageID(r.Topic, r.Partition, r.Offset),
+	if len(r.Headers) > 0 {
+		headerProperties(r.Headers, props)
 	}
 }
 
 // MessageID is the event message id of a record: "topic/partition/offset".
 func MessageID(topic string, partition int32, offset int64) string {
 	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10)
+}
+
+// eventBuilder builds the events of one sender, one at a time, into one
+// reused event, properties map and message id buffer: a [Batch] keeps
+// nothing of the event it is given (see Batch.Add), so the only per-record
+// allocations left are the boxed property values and the message id. Not
+// safe for concurrent use.
+type eventBuilder struct {
+	ev Event
+	id []byte
+	// topic and boxed are the last topic seen and its value boxed once.
+	topic string
+	boxed any
+}
+
+// build returns r's event, valid until the next call.
+func (b *eventBuilder) build(r *Record) *Event {
+	if b.ev.Properties == nil {
+		b.ev.Properties = make(map[string]any, 8)
+	}
+	clear(b.ev.Properties)
+	if b.boxed == nil || r.Topic != b.topic {
+		b.topic, b.boxed = r.Topic, r.Topic
+	}
+	fillProperties(b.ev.Properties, r, b.boxed)
+	b.id = append(append(b.id[:0], r.Topic...), '/')
+	b.id = append(strconv.AppendInt(b.id, int64(r.Partition), 10), '/')
+	b.id = strconv.AppendInt(b.id, r.Offset, 10)
+	b.ev.Body = r.Value
+	b.ev.MessageID = string(b.id)
+	return &b.ev
 }

@@ -6,14 +6,14 @@ import (
 	"fmt"
 )
 
-// fitsHub reports whether ev fits an empty batch of its hub partition,
+// fitsHub reports whether r's event fits an empty batch of its hub partition,
 // checked before the record is handed to a sender, so that under the fail
 // policy no record past an oversized one is sent (it would be sent again by
 // every drain). A record is tried on an empty batch unless its estimated
 // size is at most that of a record already known to fit the hub, so records
 // of a steady size are checked once per drain and hub. It answers true when
 // the check cannot be made (the sender then finds out).
-func (d *drain) fitsHub(ctx context.Context, s *sender, r *Record, ev *Event) bool {
+func (d *drain) fitsHub(ctx context.Context, s *sender, r *Record) bool {
 	est := int64(len(r.Key) + len(r.Value) + eventOverhead)
 	for _, h := range r.Headers {
 		est += int64(len(h.Key) + len(h.Value))
@@ -26,7 +26,8 @@ func (d *drain) fitsHub(ctx context.Context, s *sender, r *Record, ev *Event) bo
 	if err != nil {
 		return true
 	}
-	if errors.Is(b.Add(ev), ErrEventTooLarge) {
+	ev := EventFor(r)
+	if errors.Is(b.Add(&ev), ErrEventTooLarge) {
 		return false
 	}
 	for k := known.Load(); est > k && !known.CompareAndSwap(k, est); k = known.Load() {

@@ -51,7 +51,7 @@ func (p *partitioner) index(r *Record) int {
 	case p.strategy == PartitionRoundRobin:
 		return int(p.next.Add(1) % uint64(p.n))
 	case r.Key != nil && p.strategy == PartitionByHash:
-		return partitionkey.Partition(string(r.Key), p.n)
+		return partitionkey.PartitionBytes(r.Key, p.n)
 	case r.Key != nil && p.strategy == PartitionByKafkaMurmur2:
 		return int(toPositive(murmur2(r.Key)) % int32(p.n))
 	}

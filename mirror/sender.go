@@ -10,21 +10,22 @@ import (
 
 // senderQueue is the capacity of a sender's queue. A sender sends what is
 // queued when its previous send returns, so the queue also bounds a batch
-// (about 1,000 events). A queue of 8,192 filled 1 MB batches of 100-byte
-// records but, with 20 senders, held far more events than the in-flight
-// bound accounts for (its per-event estimate is low for small records): in
-// the benchmark RSS doubled to 810 MB and throughput fell by a quarter.
+// (about 1,000 events of 100 B, a quarter of the 1 MB a batch takes). A
+// queue of 8,192 filled the batches but, before the in-flight weight was
+// measured (weight.go), held far more memory than the bound accounted for
+// (RSS doubled). With the measured weight a queue of 4,096 filled batches
+// to 2,500 events at the same RSS, but its two runs on the loaded machine
+// both ended in a consumer group rebalance (as one of four others did), so
+// it is left at 1,024 until a quiet run measures it.
 const senderQueue = 1024
 
-// item is one record's event on its way to Event Hubs.
+// item is one record's event on its way to Event Hubs. It holds the record
+// (its key and value share the fetch's allocation); the event is built
+// when the record is added to a batch (eventBuilder).
 type item struct {
 	ps     *partitionState
-	offset int64
-	size   int   // value bytes, for the report
 	weight int64 // charged to the in-flight bound
-	event  Event
-	// ts is the record's Kafka timestamp (end-to-end latency).
-	ts time.Time
+	rec    Record
 }
 
 // sender publishes the events of one event hub partition, one batch at a
@@ -40,6 +41,8 @@ type sender struct {
 	dead error
 	// throttleLogged is set once a server-busy refusal was logged.
 	throttleLogged bool
+	// events builds each record's event as it is added to a batch.
+	events eventBuilder
 }
 
 // run sends batches until in is closed. No batch is started once workCtx
@@ -87,7 +90,7 @@ func (s *sender) run(workCtx, sendCtx context.Context) {
 			if s.skipping(it) {
 				continue
 			}
-			if err := batch.Add(&it.event); err != nil {
+			if err := batch.Add(s.events.build(&it.rec)); err != nil {
 				if errors.Is(err, ErrBatchFull) {
 					carry = it
 					break
@@ -152,7 +155,7 @@ func (s *sender) skipping(it *item) bool {
 // add adds the first item of a batch, applying the oversize policy when it
 // does not fit even into an empty batch.
 func (s *sender) add(batch Batch, it *item) bool {
-	if err := batch.Add(&it.event); err != nil {
+	if err := batch.Add(s.events.build(&it.rec)); err != nil {
 		s.oversized(it, err)
 		return false
 	}
@@ -163,10 +166,10 @@ func (s *sender) add(batch Batch, it *item) bool {
 func (s *sender) oversized(it *item, err error) {
 	defer s.d.inflight.Release(it.weight)
 	if !errors.Is(err, ErrEventTooLarge) {
-		it.ps.fail(fmt.Errorf("adding offset %d to a batch for event hub %q: %w", it.offset, s.hub, err))
+		it.ps.fail(fmt.Errorf("adding offset %d to a batch for event hub %q: %w", it.rec.Offset, s.hub, err))
 		return
 	}
-	if err := s.d.oversized(it.ps, it.offset, it.size, s.hub, err); err != nil {
+	if err := s.d.oversized(it.ps, it.rec.Offset, len(it.rec.Value), s.hub, err); err != nil {
 		it.ps.fail(err)
 	}
 }
@@ -217,10 +220,10 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 	now := time.Now()
 	win := s.d.winLatency.Load()
 	for _, it := range items {
-		it.ps.ack(it.offset, it.size)
-		s.d.latency.observe(now.Sub(it.ts))
+		it.ps.ack(it.rec.Offset, len(it.rec.Value))
+		s.d.latency.observe(now.Sub(it.rec.Time))
 		if win != nil {
-			win.observe(now.Sub(it.ts))
+			win.observe(now.Sub(it.rec.Time))
 		}
 		weight += it.weight
 	}
@@ -238,9 +241,9 @@ func markSending(items []*item) {
 			if ps != nil {
 				ps.sending(highest)
 			}
-			ps, highest = it.ps, it.offset
+			ps, highest = it.ps, it.rec.Offset
 		}
-		highest = max(highest, it.offset)
+		highest = max(highest, it.rec.Offset)
 	}
 	if ps != nil {
 		ps.sending(highest)

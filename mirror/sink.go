@@ -45,6 +45,8 @@ type Event struct {
 type Batch interface {
 	// Add appends e. It returns an error wrapping ErrBatchFull when e does not
 	// fit, and ErrEventTooLarge when e would not fit into an empty batch.
+	// It keeps neither e nor its Properties map after it returns: the
+	// engine reuses both for the next event.
 	Add(e *Event) error
 	// Len is the number of events added.
 	Len() int

@@ -14,11 +14,17 @@ import "math/bits"
 // Event Hubs places an event sent with the given partition key. It panics if
 // partitionCount is not positive.
 func Partition(key string, partitionCount int) int {
+	return PartitionBytes([]byte(key), partitionCount)
+}
+
+// PartitionBytes is Partition of a key held as bytes (a Kafka record's key),
+// without copying it into a string.
+func PartitionBytes(key []byte, partitionCount int) int {
 	if partitionCount <= 0 {
 		panic("partitionkey: partition count must be positive")
 	}
-	code := int(HashCode(key))
-	p := code % partitionCount // Go's % truncates towards zero, like C#.
+	h1, h2 := HashLittle2(key, 0, 0)
+	p := int(int16(h1^h2)) % partitionCount // Go's % truncates towards zero, like C#.
 	if p < 0 {
 		p = -p
 	}

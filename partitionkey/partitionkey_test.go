@@ -59,3 +59,15 @@ func TestPartitionEmptyKey(t *testing.T) {
 		t.Fatalf("Partition(\"\", 4) = %d", p)
 	}
 }
+
+// TestPartitionBytesDoesNotAllocate: the mirror places every keyed record
+// with it.
+func TestPartitionBytesDoesNotAllocate(t *testing.T) {
+	key := []byte(hashVectors[5].key)
+	if n := testing.AllocsPerRun(100, func() { PartitionBytes(key, 32) }); n != 0 {
+		t.Errorf("PartitionBytes allocates %.0f times per call", n)
+	}
+	if got, want := PartitionBytes(key, 32), Partition(hashVectors[5].key, 32); got != want {
+		t.Errorf("PartitionBytes %d, Partition %d", got, want)
+	}
+}
