@@ -2,13 +2,11 @@ package eventhubs_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ehmirror/ehmirror/cutover"
 	"github.com/ehmirror/ehmirror/emulator"
-	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -18,16 +16,8 @@ import (
 func TestScanPartitionAgainstEmulator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 2}}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	emu := startEmulator(ctx, t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 2}}})
+	sink := newSink(t, emu.ConnectionString())
 	ids, err := sink.PartitionIDs(ctx, "orders")
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("PartitionIDs = %v, %v", ids, err)

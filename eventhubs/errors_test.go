@@ -3,12 +3,10 @@ package eventhubs_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ehmirror/ehmirror/emulator"
-	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -18,16 +16,8 @@ import (
 func TestSendErrorsAreClassified(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 4}}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	emu := startEmulator(ctx, t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 4}}})
+	sink := newSink(t, emu.ConnectionString())
 
 	send := func(hub, partition string) error {
 		b, err := sink.NewBatch(ctx, hub, partition)
@@ -61,17 +51,9 @@ func TestQuotaRefusalIsThrottledAndNotRetried(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// 5 events per hour: a first batch of 6 leaves the namespace in debt.
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 4}},
+	emu := startEmulator(ctx, t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 4}},
 		Quota: emulator.Quota{ThroughputUnits: 1, IngressEventsPerUnit: 5, Period: time.Hour}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	sink := newSink(t, emu.ConnectionString())
 	send := func(n int) error {
 		b, err := sink.NewBatch(ctx, "orders", "1")
 		if err != nil {
@@ -88,7 +70,7 @@ func TestQuotaRefusalIsThrottledAndNotRetried(t *testing.T) {
 		t.Fatalf("first batch: %v", err)
 	}
 	start := time.Now()
-	err = send(1)
+	err := send(1)
 	if !errors.Is(err, mirror.ErrThrottled) {
 		t.Fatalf("send over the quota: %v, want mirror.ErrThrottled", err)
 	}

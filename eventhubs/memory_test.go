@@ -2,7 +2,6 @@ package eventhubs_test
 
 import (
 	"context"
-	"log/slog"
 	"runtime"
 	"testing"
 	"time"
@@ -123,15 +122,6 @@ func btoi(b bool) int {
 // returns a sink to it.
 func oneHubSink(ctx context.Context, t *testing.T) *eventhubs.Sink {
 	t.Helper()
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 1}}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: emu.ConnectionString(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
-	return sink
+	emu := startEmulator(ctx, t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 1}}})
+	return newSink(t, emu.ConnectionString())
 }

@@ -3,12 +3,10 @@ package eventhubs_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ehmirror/ehmirror/emulator"
-	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -19,21 +17,9 @@ import (
 func TestReaderAgainstEmulator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 2}},
+	emu := startEmulator(ctx, t, emulator.Config{Hubs: []emulator.HubConfig{{Name: "orders", PartitionCount: 2}},
 		Policies: []emulator.Policy{{Name: "sender", Key: "c2VuZGVy", Rights: []string{emulator.RightSend}}}})
-	if err != nil {
-		t.Fatalf("emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	newSink := func(conn string) *eventhubs.Sink {
-		s, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: conn, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close(context.Background()) })
-		return s
-	}
-	sink := newSink(emu.ConnectionString())
+	sink := newSink(t, emu.ConnectionString())
 	if seq, err := sink.LastSequence(ctx, "orders", "0"); err != nil || seq != -1 {
 		t.Fatalf("empty partition: %d, %v", seq, err)
 	}
@@ -68,7 +54,7 @@ func TestReaderAgainstEmulator(t *testing.T) {
 		t.Errorf("Listen check of a partition holding an event took %v", took)
 	}
 
-	sender := newSink("Endpoint=sb://" + emu.Addr() + ";SharedAccessKeyName=sender;SharedAccessKey=c2VuZGVy;UseDevelopmentEmulator=true")
+	sender := newSink(t, "Endpoint=sb://"+emu.Addr()+";SharedAccessKeyName=sender;SharedAccessKey=c2VuZGVy;UseDevelopmentEmulator=true")
 	if err := sender.CheckListen(ctx, "orders", "0", last); !errors.Is(err, mirror.ErrUnauthorized) {
 		t.Fatalf("check without Listen: %v", err)
 	}
