@@ -62,7 +62,15 @@ func fillProperties(props map[string]any, r *Record, topic any) {
 
 // MessageID is the event message id of a record: "topic/partition/offset".
 func MessageID(topic string, partition int32, offset int64) string {
-	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10)
+	return string(appendMessageID(nil, topic, partition, offset))
+}
+
+// appendMessageID appends the message id of a record (see [MessageID]) to
+// dst.
+func appendMessageID(dst []byte, topic string, partition int32, offset int64) []byte {
+	dst = append(append(dst, topic...), '/')
+	dst = append(strconv.AppendInt(dst, int64(partition), 10), '/')
+	return strconv.AppendInt(dst, offset, 10)
 }
 
 // eventBuilder builds the events of one sender, one at a time, into one
@@ -88,9 +96,7 @@ func (b *eventBuilder) build(r *Record) *Event {
 		b.topic, b.boxed = r.Topic, r.Topic
 	}
 	fillProperties(b.ev.Properties, r, b.boxed)
-	b.id = append(append(b.id[:0], r.Topic...), '/')
-	b.id = append(strconv.AppendInt(b.id, int64(r.Partition), 10), '/')
-	b.id = strconv.AppendInt(b.id, r.Offset, 10)
+	b.id = appendMessageID(b.id[:0], r.Topic, r.Partition, r.Offset)
 	b.ev.Body = r.Value
 	b.ev.MessageID = string(b.id)
 	return &b.ev

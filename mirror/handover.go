@@ -184,31 +184,27 @@ func (s *Service) adopt(run string, until time.Time) *follower {
 // returned, so that a drain that does not follow (a manual or past-due
 // run) finds its partitions free. A follower an invocation is attached to
 // goes on (the drain beside it finds its partitions busy).
-func (s *Service) stopFollower() {
-	s.mu.Lock()
-	f := s.follower
-	s.mu.Unlock()
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	attached := f.attached
-	f.mu.Unlock()
-	if attached {
-		return
-	}
-	f.win.stop()
-	<-f.done
-}
+func (s *Service) stopFollower() { s.endFollower(false) }
 
 // haltFollower stops the follower, also one an invocation is attached to
 // (that invocation reports the drain's end at once), and waits until it
 // returned. It reports whether there was one.
-func (s *Service) haltFollower() bool {
+func (s *Service) haltFollower() bool { return s.endFollower(true) }
+
+// endFollower stops the follower and waits until it returned, unless an
+// invocation is attached to it and evenAttached is false. It reports
+// whether it stopped one.
+func (s *Service) endFollower(evenAttached bool) bool {
 	s.mu.Lock()
 	f := s.follower
 	s.mu.Unlock()
 	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	attached := f.attached
+	f.mu.Unlock()
+	if attached && !evenAttached {
 		return false
 	}
 	f.win.stop()

@@ -310,3 +310,16 @@ func reasonOf(problems []Problem) string {
 	}
 	return reason
 }
+
+// Add adds a problem found outside the drains (the status's own checks,
+// other instances' live problems) and recomputes OK, the reason and the
+// causes.
+func (h *Health) Add(ps ...Problem) {
+	if len(ps) == 0 {
+		return
+	}
+	h.Problems = append(h.Problems, ps...)
+	h.Causes = Causes(h.Problems)
+	h.OK = false
+	h.Reason = reasonOf(h.Problems)
+}

@@ -200,3 +200,12 @@ func (r *LagReport) Unpaused() int64 {
 	}
 	return n
 }
+
+// TopicPartitions returns the partitions of the report.
+func (l *LagReport) TopicPartitions() []TopicPartition {
+	out := make([]TopicPartition, len(l.Partitions))
+	for i, p := range l.Partitions {
+		out[i] = TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	return out
+}

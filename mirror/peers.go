@@ -137,7 +137,9 @@ func (d *drain) publishLive(ctx context.Context) {
 	dirty := slices.ContainsFunc(held, func(tp TopicPartition) bool { return d.m.liveDirty[tp] })
 	d.m.mu.Unlock()
 	pub := &d.published
-	if len(held) == 0 || (keys == pub.keys && !(keys == "" && dirty) && (keys == "" || now.Sub(pub.at) < LiveHeartbeat)) {
+	changed := keys != pub.keys || (keys == "" && dirty)
+	heartbeat := keys != "" && now.Sub(pub.at) >= LiveHeartbeat
+	if len(held) == 0 || !(changed || heartbeat) {
 		return
 	}
 	raw, err := encodeLive(liveRecord{V: liveRecordVersion, Instance: d.m.opts.Instance, Run: d.name, At: now.UTC(), Outages: outages})
@@ -225,27 +227,5 @@ func peerProblems(recs map[TopicPartition]string, self string, now time.Time) []
 		return "0" + p.where() + "\x00" + p.Message
 	}
 	slices.SortFunc(out, func(a, b Problem) int { return strings.Compare(rank(a), rank(b)) })
-	return out
-}
-
-// Add adds a problem found outside the drains (the status's own checks,
-// other instances' live problems) and recomputes OK, the reason and the
-// causes.
-func (h *Health) Add(ps ...Problem) {
-	if len(ps) == 0 {
-		return
-	}
-	h.Problems = append(h.Problems, ps...)
-	h.Causes = Causes(h.Problems)
-	h.OK = false
-	h.Reason = reasonOf(h.Problems)
-}
-
-// TopicPartitions returns the partitions of the report.
-func (l *LagReport) TopicPartitions() []TopicPartition {
-	out := make([]TopicPartition, len(l.Partitions))
-	for i, p := range l.Partitions {
-		out[i] = TopicPartition{Topic: p.Topic, Partition: p.Partition}
-	}
 	return out
 }
