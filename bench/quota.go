@@ -304,7 +304,7 @@ func (in *infra) lastEnqueued() time.Time {
 	return last
 }
 
-// quotaPhase drains as a deployment's timer does, every spec.DrainDuration
+// quotaPhase drains as a deployment's timer did before the handover, every spec.DrainDuration
 // with follow mode on, until spec.Records records were mirrored and a drain
 // left no lag.
 func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logger) error {
@@ -338,10 +338,11 @@ func quotaPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Logg
 	deadline := time.Now().Add(spec.Timeout)
 	var records int64
 	var problems []string
-	// The drains run as a deployment's MirrorTimer runs them (the default
-	// settings): fired by a schedule of period spec.DrainDuration, bounded
-	// by MIRROR_MAX_DURATION, following (MIRROR_FOLLOW) until
-	// timerFollowMargin before the next tick.
+	// The drains run as a deployment's MirrorTimer ran them (the default
+	// settings) before the handover at the tick (Service.DrainFollowing):
+	// fired by a schedule of period spec.DrainDuration, bounded by
+	// MIRROR_MAX_DURATION, following (MIRROR_FOLLOW) until
+	// timerFollowMargin before the next tick, then a new drain.
 	origin := time.Now()
 	for time.Now().Before(deadline) {
 		fired := time.Now()
