@@ -66,8 +66,8 @@ type ChildSpec struct {
 	// check).
 	Deduplicate bool `json:"deduplicate,omitempty"`
 	// Records is how many records a quota phase mirrors in all (backlog
-	// and records produced meanwhile); DrainDuration bounds each of its
-	// drains.
+	// and records produced meanwhile); DrainDuration is the period of the
+	// schedule that fires its drains (MIRROR_MAX_DURATION bounds each).
 	Records       int64         `json:"records,omitempty"`
 	DrainDuration time.Duration `json:"drain_duration_ns,omitempty"`
 	// Partitioning, when set, is a quota phase's MIRROR_PARTITIONING.

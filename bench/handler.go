@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ehmirror/ehmirror/config"
+	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/functions/appbuild"
 )
@@ -98,4 +100,40 @@ func handlerSettings(brokers []string, connectionString string) map[string]strin
 		config.KafkaGroup:          "bench-handler",
 		config.EventHubsConnection: connectionString,
 	}
+}
+
+// buildApp lays out the function app (host.json, function folders, the
+// handler binary) in cfg.OutDir/app and returns that directory.
+func buildApp(ctx context.Context, cfg Config) (string, error) {
+	appDir := filepath.Join(cfg.OutDir, "app")
+	cfg.Logger.Info("building the function app", "dir", appDir)
+	if err := appbuild.Build(ctx, cfg.ModuleRoot, appDir); err != nil {
+		return "", err
+	}
+	return appDir, nil
+}
+
+// startHost starts the real handler of appDir under the project's
+// Functions host, failing when the host could not index every function.
+func startHost(ctx context.Context, appDir string, opts funchost.Options) (*funchost.Host, error) {
+	h, err := funchost.New(appDir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("functions host: %w", err)
+	}
+	if errs := h.FunctionErrors(); len(errs) > 0 {
+		return nil, fmt.Errorf("functions host could not index every function: %v", errs)
+	}
+	if err := h.Start(ctx); err != nil {
+		_ = h.Stop()
+		return nil, fmt.Errorf("starting the handler: %w", err)
+	}
+	return h, nil
+}
+
+// interruptHost stops h for a local run (SIGINT to the handler, which
+// shuts down gracefully), killing it after 30 s.
+func interruptHost(ctx context.Context, h *funchost.Host) {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = h.Interrupt(ictx)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/functions"
-	"github.com/ehmirror/ehmirror/functions/appbuild"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -117,9 +116,8 @@ type SecondLatency struct {
 // runLatency runs the latency case once per follow mode.
 func runLatency(ctx context.Context, cfg Config, lc LatencyConfig) ([]LatencyResult, error) {
 	lc = lc.withDefaults()
-	appDir := filepath.Join(cfg.OutDir, "app")
-	cfg.Logger.Info("building the function app", "dir", appDir)
-	if err := appbuild.Build(ctx, cfg.ModuleRoot, appDir); err != nil {
+	appDir, err := buildApp(ctx, cfg)
+	if err != nil {
 		return nil, fmt.Errorf("bench: latency: %w", err)
 	}
 	var out []LatencyResult
@@ -177,7 +175,7 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 	defer logf.Close()
 	var invocations []float64
 	var invMu sync.Mutex
-	h, err := funchost.New(appDir, funchost.Options{
+	h, err := startHost(ctx, appDir, funchost.Options{
 		Settings: settings,
 		Stdout:   logf,
 		Stderr:   logf,
@@ -188,14 +186,7 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 		},
 	})
 	if err != nil {
-		return res, fmt.Errorf("functions host: %w", err)
-	}
-	if errs := h.FunctionErrors(); len(errs) > 0 {
-		return res, fmt.Errorf("functions host could not index every function: %v", errs)
-	}
-	if err := h.Start(ctx); err != nil {
-		_ = h.Stop()
-		return res, fmt.Errorf("starting the handler: %w", err)
+		return res, err
 	}
 	schedCtx, stopSched := context.WithCancel(ctx)
 	schedDone := make(chan struct{})
@@ -205,9 +196,7 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 	}()
 	defer func() {
 		stopSched()
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_ = h.Interrupt(ictx)
-		cancel()
+		interruptHost(ctx, h)
 		<-schedDone
 	}()
 

@@ -17,8 +17,8 @@ import (
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/functions"
-	"github.com/ehmirror/ehmirror/functions/appbuild"
 	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // ScaleConfig configures the scale-out case: 1, 2 and 4 handler processes
@@ -96,9 +96,8 @@ var drainLine = regexp.MustCompile(`drain: (\d+) records .* (\d+) partitions, la
 // cfg.Rounds times on a fresh group.
 func runScale(ctx context.Context, cfg Config, sc ScaleConfig) ([]ScaleResult, error) {
 	sc = sc.withDefaults()
-	appDir := filepath.Join(cfg.OutDir, "app")
-	cfg.Logger.Info("building the function app", "dir", appDir)
-	if err := appbuild.Build(ctx, cfg.ModuleRoot, appDir); err != nil {
+	appDir, err := buildApp(ctx, cfg)
+	if err != nil {
 		return nil, fmt.Errorf("bench: scale-out: %w", err)
 	}
 	in, err := startInfra(ctx, scaleShape)
@@ -145,19 +144,13 @@ func scaleRun(ctx context.Context, cfg Config, in *infra, appDir string, n, roun
 	hosts := make([]*funchost.Host, 0, n)
 	defer func() {
 		for _, h := range hosts {
-			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			_ = h.Interrupt(ictx)
-			cancel()
+			interruptHost(ctx, h)
 		}
 	}()
 	for range n {
-		h, err := funchost.New(appDir, funchost.Options{Settings: settings, Stdout: logw, Stderr: logw, Logger: slog.New(slog.DiscardHandler)})
+		h, err := startHost(ctx, appDir, funchost.Options{Settings: settings, Stdout: logw, Stderr: logw, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
-			return res, fmt.Errorf("functions host: %w", err)
-		}
-		if err := h.Start(ctx); err != nil {
-			_ = h.Stop()
-			return res, fmt.Errorf("starting a handler: %w", err)
+			return res, err
 		}
 		hosts = append(hosts, h)
 	}
@@ -287,7 +280,7 @@ func fireOnce(ctx context.Context, h *funchost.Host, share *ProcessShare) error 
 		parts, _ := strconv.Atoi(m[2])
 		share.Records += recs
 		share.Partitions = max(share.Partitions, parts)
-		if m[3] == "group rebalanced" {
+		if m[3] == mirror.StopRebalanced {
 			share.Rebalanced++
 		}
 		break
