@@ -22,7 +22,7 @@ locals {
   ]
 
   per_instance_app_settings = [
-    for i, name in local.function_app_names : merge(
+    for i in range(var.instances) : merge(
       { WEBSITE_CONTENTSHARE = azurerm_storage_share.content[i].name },
       i == 0 ? {} : { AzureFunctionsWebHost__hostid = local.function_host_ids[i] },
     )

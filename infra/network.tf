@@ -17,10 +17,7 @@ locals {
   } : {}
 
   # Zones only from non-secret, plan-time values (for_each keys).
-  private_dns_zones_needed = local.private_endpoints_enabled ? toset([
-    "privatelink.servicebus.windows.net", "privatelink.vaultcore.azure.net", "privatelink.blob.core.windows.net",
-    "privatelink.file.core.windows.net", "privatelink.queue.core.windows.net", "privatelink.table.core.windows.net",
-  ]) : toset([])
+  private_dns_zones_needed  = toset([for pe in values(local.private_endpoints) : pe.zone])
   private_dns_zones_created = setsubtract(local.private_dns_zones_needed, keys(var.private_dns_zone_ids))
 
   private_dns_zone_ids = merge(

@@ -39,7 +39,7 @@ output "function_apps" {
 }
 
 output "function_app_principal_id" {
-  description = "Object ID of the function app's user-assigned identity (holds Azure Event Hubs Data Sender on the namespace and Key Vault Secrets User on the vault)."
+  description = "Object ID of the function app's user-assigned identity (holds Azure Event Hubs Data Sender on the namespace, Key Vault Secrets User on the vault and the Functions host's storage roles on its own storage account)."
   value       = azurerm_user_assigned_identity.function_app.principal_id
 }
 

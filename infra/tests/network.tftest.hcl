@@ -118,6 +118,23 @@ run "private_endpoints_with_existing_zones" {
     )
     error_message = "Zones passed in private_dns_zone_ids must be used, not created."
   }
+
+  # Each endpoint registers in the zone of its own sub-resource (a literal
+  # map: the zones' ids differ here, unlike the mock's).
+  assert {
+    condition = alltrue([
+      for k, zone in {
+        eventhubs      = "privatelink.servicebus.windows.net"
+        key_vault      = "privatelink.vaultcore.azure.net"
+        function_blob  = "privatelink.blob.core.windows.net"
+        function_file  = "privatelink.file.core.windows.net"
+        function_queue = "privatelink.queue.core.windows.net"
+        function_table = "privatelink.table.core.windows.net"
+        capture_blob   = "privatelink.blob.core.windows.net"
+      } : azurerm_private_endpoint.this[k].private_dns_zone_group[0].private_dns_zone_ids == tolist([var.private_dns_zone_ids[zone]])
+    ])
+    error_message = "Every private endpoint must register in its own sub-resource's zone."
+  }
 }
 
 run "zones_need_a_vnet_to_link" {
