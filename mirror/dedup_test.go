@@ -435,10 +435,12 @@ func TestDedupZombieStopsBeforeTheNewOwner(t *testing.T) {
 	// A would still be draining when its session expires (about 10 s).
 	slowFetches(e, 25*time.Millisecond)
 
+	// A held request is never answered: kfake then reads nothing more on
+	// that connection, which is what a hung link looks like to a client.
+	// (Not SleepControl: kfake races on a request that queued behind a
+	// sleeping one and then sleeps itself.)
 	var member atomic.Value // A's member id, from its first heartbeat
 	var hold atomic.Bool
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	for _, key := range []kmsg.Key{kmsg.Heartbeat, kmsg.JoinGroup} {
 		e.cluster.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			e.cluster.KeepControl()
@@ -450,10 +452,8 @@ func TestDedupZombieStopsBeforeTheNewOwner(t *testing.T) {
 			case *kmsg.JoinGroupRequest:
 				id = r.MemberID
 			}
-			if hold.Load() && id != "" && id == member.Load() {
-				e.cluster.SleepControl(func() { <-release })
-			}
-			return nil, nil, false
+			held := hold.Load() && id != "" && id == member.Load()
+			return nil, nil, held
 		})
 	}
 
