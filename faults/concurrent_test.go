@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -49,7 +50,13 @@ func concurrentDrains(t *testing.T, id, title string, dedup bool) {
 	// Slow acknowledgements and a small in-flight bound make each drain
 	// last long enough for the others to join the group while it runs.
 	settings := map[string]string{"MIRROR_MAX_DURATION": "3s", "MIRROR_INFLIGHT_BYTES": "16KiB", "MIRROR_DEDUPLICATE": strconv.FormatBool(dedup)}
-	a := e.startHandler("a", settings)
+	// B follows (the default): its timer drains hand over and hold their
+	// partitions between invocations. A does not: a following drain holds
+	// every partition of its process, so catch-ups on A would find them
+	// all busy, and the catch-ups are a drainer this scenario overlaps.
+	aSettings := maps.Clone(settings)
+	aSettings["MIRROR_FOLLOW"] = "false"
+	a := e.startHandler("a", aSettings)
 	b := e.startHandler("b", settings)
 	e.emu.Faults().DelayDispositions(30 * time.Millisecond)
 	p := e.startProducer(producerConfig{})
