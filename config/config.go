@@ -150,6 +150,8 @@ type Settings struct {
 	// KafkaClientCert, when set, is presented to brokers that ask for a
 	// client certificate (mutual TLS).
 	KafkaClientCert *ClientCert
+	// KafkaSessionTimeout is KAFKA_SESSION_TIMEOUT.
+	KafkaSessionTimeout time.Duration
 	// CertWarnDays is how many days before the client certificate
 	// expires the status reports it (KAFKA_TLS_CERT_WARN_DAYS, default
 	// DefaultCertWarnDays; 0 only flags an expired certificate).
@@ -220,6 +222,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 			l.problem(KafkaSASLPassword, "missing; %s=%s needs a password", KafkaSASLMechanism, s.SASL.Mechanism)
 		}
 	}
+	s.KafkaSessionTimeout = l.kafkaSessionTimeout()
 	s.KafkaTLS = l.boolean(KafkaTLS, false)
 	s.KafkaTLSCAPEM = l.text(KafkaTLSCAPEM, "")
 	s.KafkaTLSSkipVerify = l.boolean(KafkaTLSSkipVerify, false)
@@ -555,6 +558,7 @@ func (s Settings) Summary() map[string]string {
 		KafkaTLSCertPEM:       clientCert,
 		KafkaTLSKeyPEM:        redact(clientKey),
 		KafkaTLSCertWarnDays:  strconv.FormatInt(s.CertWarnDays, 10),
+		KafkaSessionTimeout:   s.KafkaSessionTimeout.String(),
 		"eventhubs.auth":      eventHubs,
 		EventHubsNamespace:    s.EventHubsNamespace,
 		EventHubsClientID:     s.EventHubsClientID,

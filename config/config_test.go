@@ -30,6 +30,9 @@ func TestLoadDefaults(t *testing.T) {
 	if !s.Topics.Match("prod.test1") || s.Topics.Match("dev.test1") || s.Topics.Match("__consumer_offsets") {
 		t.Errorf("default topic filter wrong")
 	}
+	if s.KafkaSessionTimeout != DefaultKafkaSessionTimeout {
+		t.Errorf("KafkaSessionTimeout %v, want %v", s.KafkaSessionTimeout, DefaultKafkaSessionTimeout)
+	}
 	if s.InFlightBytes != DefaultInFlightBytes || s.Partitioning != "hash" || s.GapPolicy != "fail" || s.OversizePolicy != "fail" {
 		t.Errorf("policy defaults wrong: %+v", s)
 	}
@@ -82,6 +85,9 @@ func TestEveryBadSettingIsReportedInOneLine(t *testing.T) {
 		{MirrorOversizePolicy, "truncate", nil},
 		{MirrorCatchUpDuration, "-1m", nil},
 		{MirrorFollow, "sometimes", nil},
+		{KafkaSessionTimeout, "5s", nil},
+		{KafkaSessionTimeout, "31m", nil},
+		{KafkaSessionTimeout, "long", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.setting+"="+c.value, func(t *testing.T) {
@@ -114,9 +120,13 @@ func TestSizesAndDurations(t *testing.T) {
 	env[MirrorMaxRecords] = "1_000_000"
 	env[MirrorMaxDuration] = "90s"
 	env[MirrorInFlightBytes] = "1GB"
+	env[KafkaSessionTimeout] = "45s"
 	s, problems := Load(getenv(env))
 	if len(problems) > 0 {
 		t.Fatal(problems)
+	}
+	if s.KafkaSessionTimeout != 45*time.Second {
+		t.Errorf("KafkaSessionTimeout parsed as %v, want 45s", s.KafkaSessionTimeout)
 	}
 	if s.Limits.MaxBytes != 64<<20 || s.Limits.MaxRecords != 1_000_000 || s.Limits.MaxDuration != 90*time.Second || s.InFlightBytes != 1<<30 {
 		t.Errorf("parsed wrong: %+v", s.Limits)

@@ -154,6 +154,10 @@ func (e *env) handlerSettings(overrides map[string]string) map[string]string {
 		// be valid.
 		config.MirrorSchedule:    "0 0 0 1 1 *",
 		config.MirrorMaxDuration: "30s",
+		// The scenarios kill handlers: the broker's minimum session hands
+		// a killed handler's partitions over in seconds, not the
+		// product's default 30 s.
+		config.KafkaSessionTimeout: "6s",
 	}
 	for k, v := range overrides {
 		if v == "" {

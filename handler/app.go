@@ -83,11 +83,12 @@ func (a *app) connect() error {
 		return err
 	}
 	a.source, err = kafka.NewSource(kafka.Options{
-		Brokers: s.KafkaBrokers,
-		Group:   s.KafkaGroup,
-		TLS:     tlsConfig,
-		SASL:    sasl,
-		Logger:  a.logger,
+		Brokers:        s.KafkaBrokers,
+		Group:          s.KafkaGroup,
+		TLS:            tlsConfig,
+		SASL:           sasl,
+		SessionTimeout: s.KafkaSessionTimeout,
+		Logger:         a.logger,
 	})
 	if err != nil {
 		return err
