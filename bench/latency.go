@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -98,6 +99,10 @@ type LatencyResult struct {
 	// the end of the run (from /proc/loadavg; 0 where unreadable).
 	LoadAvg [2]float64 `json:"load_average_1m_start_end"`
 	Log     string     `json:"log"` // the handler's and the host's output
+	// LateEvents is a CSV of every event that took longer than
+	// lateEventMs: topic, partition, sequence number, Kafka timestamp and
+	// enqueued time (RFC 3339, UTC), latency in ms.
+	LateEvents string `json:"late_events_csv"`
 }
 
 // SecondLatency is the latency of the records produced in one second.
@@ -230,7 +235,8 @@ func latencyRun(ctx context.Context, cfg Config, lc LatencyConfig, appDir string
 		}
 	}
 	st := stopStalls()
-	lat, bySecond, err := latencies(in, start)
+	res.LateEvents = filepath.Join(cfg.OutDir, fmt.Sprintf("latency-follow-%t-run%d-late.csv", follow, run))
+	lat, bySecond, err := latencies(in, start, res.LateEvents)
 	if err != nil {
 		return res, err
 	}
@@ -318,9 +324,22 @@ func produceSteady(ctx context.Context, in *infra, lc LatencyConfig) (int64, err
 	return acked.Load(), nil
 }
 
+// lateEventMs is the latency above which an event is written to a run's
+// late-events file.
+const lateEventMs = 250
+
 // latencies returns, for every event the emulator holds, its enqueued time
-// minus its record's Kafka timestamp, in milliseconds.
-func latencies(in *infra, start time.Time) ([]float64, map[int][]float64, error) {
+// minus its record's Kafka timestamp, in milliseconds, overall and by
+// second of production; it writes the events later than lateEventMs to
+// the CSV file lateFile.
+func latencies(in *infra, start time.Time, lateFile string) ([]float64, map[int][]float64, error) {
+	f, err := os.Create(lateFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("late events: %w", err)
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "topic,partition,sequence,kafka_timestamp,enqueued,latency_ms")
 	var out []float64
 	bySecond := map[int][]float64{}
 	for ti := range NumTopics {
@@ -334,8 +353,15 @@ func latencies(in *infra, start time.Time) ([]float64, map[int][]float64, error)
 				out = append(out, l)
 				sec := int(ts.Sub(start.Truncate(time.Second)) / time.Second)
 				bySecond[sec] = append(bySecond[sec], l)
+				if l > lateEventMs {
+					fmt.Fprintf(w, "%s,%d,%d,%s,%s,%.1f\n", TopicName(ti), p, ev.SequenceNumber,
+						ts.UTC().Format(time.RFC3339Nano), ev.EnqueuedTime.UTC().Format(time.RFC3339Nano), l)
+				}
 			}
 		}
+	}
+	if err := w.Flush(); err != nil {
+		return nil, nil, fmt.Errorf("late events: %w", err)
 	}
 	return out, bySecond, nil
 }
