@@ -225,3 +225,47 @@ func parsePrivateKey(keyPEM, password string, names CertNames) (crypto.PrivateKe
 	}
 	return nil, &CertError{names.Key, "holds no PEM private key; want a -----BEGIN PRIVATE KEY----- (or RSA/EC/ENCRYPTED PRIVATE KEY) block"}
 }
+
+// clientCert reads and checks the client certificate settings; nil when
+// none is set or they have a problem.
+func (l *loader) clientCert(tlsOn bool) *ClientCert {
+	certPEM, keyPEM, password := pemValue(l.secret(KafkaTLSCertPEM)), pemValue(l.secret(KafkaTLSKeyPEM)), l.secret(KafkaTLSKeyPassword)
+	set := ""
+	for _, name := range []string{KafkaTLSKeyPassword, KafkaTLSKeyPEM, KafkaTLSCertPEM} {
+		if l.has(name) {
+			set = name
+		}
+	}
+	switch {
+	case set == "":
+		return nil
+	case !tlsOn:
+		l.problem(set, "set, but %s is not true; a client certificate needs TLS", KafkaTLS)
+		return nil
+	case certPEM == "" && l.has(KafkaTLSCertPEM), keyPEM == "" && l.has(KafkaTLSKeyPEM), password == "" && l.has(KafkaTLSKeyPassword):
+		return nil // an unresolved Key Vault reference, reported already
+	case certPEM == "" && keyPEM == "":
+		l.problem(KafkaTLSKeyPassword, "set, but %s is not; the password decrypts that key", KafkaTLSKeyPEM)
+		return nil
+	}
+	c, err := ParseClientCertificate(certPEM, keyPEM, password, time.Now(), SettingNames)
+	if err != nil {
+		var ce *CertError
+		if errors.As(err, &ce) {
+			l.problem(ce.Setting, "%s", ce.Message)
+		} else {
+			l.problem(KafkaTLSKeyPEM, "cannot be used") // never reached: every error is a CertError
+		}
+		return nil
+	}
+	return c
+}
+
+// pemValue accepts PEM whose line breaks were written as the two characters
+// \n (a common way to put PEM in a one-line app setting).
+func pemValue(v string) string {
+	if !strings.Contains(v, "\n") && strings.Contains(v, `\n`) {
+		return strings.ReplaceAll(v, `\n`, "\n")
+	}
+	return v
+}
