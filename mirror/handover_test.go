@@ -267,3 +267,49 @@ func TestResetUnderFollowModeStopsTheFollower(t *testing.T) {
 		t.Fatalf("the next tick after the reset: %v, %d records (%q), want the 4 records above the reset", err, rep.Records, rep.Lines())
 	}
 }
+
+// TestDedupHandover: with deduplication on, a following drain is adopted by
+// the next invocation and then stops in its grace, and every commit after
+// its floors is cut, as if the process died after sending. The next drain
+// (another process) sends none of it again and finds all of it: the floors
+// written when the drain started cover what it sent in every invocation and
+// in the gaps between them.
+func TestDedupHandover(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test3"
+	opts := mirror.Options{Deduplicate: true, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test3$`)}}
+	gate := newCommitGate(e)
+	m := e.newMirror(opts)
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 30 * time.Second})
+	defer svc.Close()
+	ctx := context.Background()
+	e.produceKeyed(topic, 4, 5, "a")
+	gate.cut()
+
+	rep1, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(1500*time.Millisecond))
+	if err != nil || rep1.Stopped != mirror.StopHandedOver || rep1.Records != 20 {
+		t.Fatalf("first invocation: %v, stopped %q, records %d: %v", err, rep1.Stopped, rep1.Records, rep1.Lines())
+	}
+	e.produceKeyed(topic, 4, 5, "b") // between the invocations
+	waitEvents(t, e, 40, 5*time.Second)
+	rep2, err := svc.DrainFollowing(ctx, "timer", time.Now().Add(time.Second))
+	if err != nil || rep2.Stopped != mirror.StopHandedOver {
+		t.Fatalf("second invocation: %v, stopped %q: %v", err, rep2.Stopped, rep2.Lines())
+	}
+	e.produceKeyed(topic, 4, 5, "c") // after the last window, before the grace ends
+	waitEvents(t, e, 60, 5*time.Second)
+	deadline := time.Now().Add(mirror.HandoverGrace + 5*time.Second)
+	for len(m.Running()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the drain still runs %s after its last window", mirror.HandoverGrace+5*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	gate.open()
+	rep := e.drain(e.newMirror(opts), mirror.Limits{})
+	if rep.Records != 0 || alreadyMirrored(rep) != 60 {
+		t.Fatalf("the next drain sent %d, found %d; want 0 and 60: %v", rep.Records, alreadyMirrored(rep), rep.Lines())
+	}
+	exactlyOnce(t, e, topic, map[string]int64{topic: 15})
+}
