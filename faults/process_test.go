@@ -425,12 +425,18 @@ func (h *handler) startCatchUp(ctx context.Context, body string) (int, catchUpVi
 }
 
 // waitCatchUp polls the status of catch-up run id until it is no longer
-// running, or ctx ends.
-func (h *handler) waitCatchUp(ctx context.Context, id string) (mirror.CatchUpStatus, error) {
+// running, or ctx ends, passing every status read to the optional watch
+// functions.
+func (h *handler) waitCatchUp(ctx context.Context, id string, watch ...func(mirror.CatchUpStatus)) (mirror.CatchUpStatus, error) {
 	for {
 		code, st, err := h.status(ctx, id)
-		if err == nil && code == http.StatusOK && st.Run != nil && st.Run.State != mirror.CatchUpRunning {
-			return *st.Run, nil
+		if err == nil && code == http.StatusOK && st.Run != nil {
+			for _, w := range watch {
+				w(*st.Run)
+			}
+			if st.Run.State != mirror.CatchUpRunning {
+				return *st.Run, nil
+			}
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			if err == nil {

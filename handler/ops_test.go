@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/funchost"
 	"github.com/ehmirror/ehmirror/mirror"
@@ -338,7 +339,14 @@ func testOffsets(t *testing.T, app string) {
 func testPauseResume(t *testing.T, app string) {
 	w := newWorld(t)
 	out := &capture{}
-	h, front := startHost(t, app, w.settings(), out)
+	// The host restarts the handler by killing it, so the old member never
+	// leaves the group: the broker's minimum session (6 s) lets the new one
+	// join within its 20 s drain's join bound (a third of the budget); the
+	// default 30 s session would keep the join waiting for the rebalance
+	// timeout (10 s).
+	settings := w.settings()
+	settings[config.KafkaSessionTimeout] = "6s"
+	h, front := startHost(t, app, settings, out)
 	key := h.Keys().DefaultKey()
 	ctx := context.Background()
 	code, m, raw := call(t, "POST", front.URL+"/api/pause?code="+key, `{"topic":"prod.test1","reason":"consumer migration","by":"bob"}`)
