@@ -11,14 +11,23 @@
 # local.kql_drains turns those lines into rows with one column per key
 # (lag -1 = unknown). Stdout lines can reach the workspace twice (console
 # and invocation logs), so identical lines are counted once.
+#
+# With var.instances > 1 every app writes to the one Application Insights,
+# and each drain line's lag, backlog age and so on are those of the
+# partitions that app owns. The column app (AppRoleName: the Functions host
+# reports the app's site name, lower-cased here) keeps the apps apart:
+# an alert about one app's drains or runs groups by app, so that one app that
+# stopped, stalls or falls behind is not hidden by the others, and
+# not_running checks each app of local.function_app_names.
 
 locals {
   kql_drains = <<-KQL
     AppTraces
     | where Message contains "msg=drain"
     | where Message matches regex @'(^|\s)msg=drain(\s|$)'
-    | summarize TimeGenerated = min(TimeGenerated) by Message
-    | extend run = trim(@'"', extract(@'(?:^|\s)run=("[^"]*"|\S*)', 1, Message)),
+    | summarize TimeGenerated = min(TimeGenerated), app = take_anyif(AppRoleName, isnotempty(AppRoleName)) by Message
+    | extend app = tolower(app),
+        run = trim(@'"', extract(@'(?:^|\s)run=("[^"]*"|\S*)', 1, Message)),
         trigger = trim(@'"', extract(@'(?:^|\s)trigger=("[^"]*"|\S*)', 1, Message)),
         stopped = trim(@'"', extract(@'(?:^|\s)stopped=("[^"]*"|\S*)', 1, Message)),
         records = tolong(extract(@'(?:^|\s)records=(-?\d+)', 1, Message)),
@@ -45,23 +54,27 @@ locals {
     | where _ResourceId =~ "${lower(azurerm_eventhub_namespace.this.id)}"
   KQL
 
+  # The apps that must run: a KQL table with one column, app.
+  kql_function_apps = "datatable(app: string)${jsonencode([for name in local.function_app_names : lower(name)])}"
+
   alert_queries = {
     # Failed executions of the timer function (the handler answers non-2xx
     # when records could not be mirrored; timeouts count too).
     failed_runs = <<-KQL
       AppRequests
       | where Name == "MirrorTimer" and Success == false
-      | project TimeGenerated, Name, ResultCode, OperationId
+      | project TimeGenerated, app = tolower(AppRoleName), Name, ResultCode, OperationId
     KQL
 
-    # No execution of the timer function at all: the host is down, cannot
-    # start the handler, or the schedule is off. (On an empty input,
-    # summarize count() still returns one row, with 0.)
+    # An app without any execution of the timer function: its host is down,
+    # cannot start the handler, or its schedule is off. One row per such app
+    # (every app of var.instances is checked, not only the first).
     not_running = <<-KQL
-      AppRequests
+      let runs = AppRequests
       | where Name == "MirrorTimer"
-      | summarize runs = count()
-      | where runs == 0
+      | summarize runs = count() by app = tolower(AppRoleName);
+      ${local.kql_function_apps}
+      | join kind=leftanti runs on app
     KQL
 
     # Drains that met a gap (records removed by retention before they were
@@ -69,44 +82,49 @@ locals {
     gaps_oversized = <<-KQL
       let drains = ${local.kql_drains}
       | where gaps > 0 or oversized > 0
-      | project TimeGenerated, Message;
+      | project TimeGenerated, app, Message;
       let lines = AppTraces
       | where Message has_any ("gap", "oversized")
       | where Message matches regex @'(gap: |gap of |oversized record)'
-      | summarize TimeGenerated = min(TimeGenerated) by Message;
+      | summarize TimeGenerated = min(TimeGenerated), app = tolower(take_anyif(AppRoleName, isnotempty(AppRoleName))) by Message;
       union drains, lines
     KQL
 
-    # The last N drains that knew their lag, each with more lag than the one
-    # before: the mirror falls behind.
+    # An app's last N drains that knew their lag, each with more lag than the
+    # one before: that app falls behind. Per app: the apps' lags are those of
+    # different partitions, and interleaved they rise and fall.
     lag_growing = <<-KQL
       let n = ${var.alert_lag_growth_drains};
       ${local.kql_drains}
       | where lag >= 0
-      | top n by TimeGenerated desc
-      | order by TimeGenerated asc
-      | extend grew = iff(lag > prev(lag), 1, 0)
-      | summarize drains = count(), increases = sum(grew), first_lag = min(lag), last_lag = max(lag)
+      | order by app asc, TimeGenerated desc
+      | extend nth = row_number(1, app != prev(app))
+      | where nth <= n
+      | order by app asc, TimeGenerated asc
+      | extend grew = iff(app == prev(app) and lag > prev(lag), 1, 0)
+      | summarize drains = count(), increases = sum(grew), first_lag = min(lag), last_lag = max(lag) by app
       | where drains == n and increases == n - 1
     KQL
 
-    # Drains report lag above the threshold for the whole window while Event
-    # Hubs counts no incoming message: nothing is being mirrored.
+    # An app's drains report lag above the threshold for the whole window
+    # while Event Hubs counts no incoming message: nothing is being mirrored.
+    # (Incoming messages are the namespace's, of every app: an app that
+    # stalls while another one sends shows in backlog_age.)
     stalled = <<-KQL
       let incoming = toscalar(${local.kql_namespace_metrics}
       | where MetricName == "IncomingMessages"
       | summarize sum(Total));
       ${local.kql_drains}
       | where lag >= 0
-      | summarize drains = count(), min_lag = min(lag), max_lag = max(lag)
+      | summarize drains = count(), min_lag = min(lag), max_lag = max(lag) by app
       | where drains > 0 and min_lag > ${var.alert_stalled_min_lag} and coalesce(incoming, 0.0) == 0
     KQL
 
-    # Every drain in the window left a record older than the threshold
-    # unmirrored: records wait (the drain line's backlog_age_ms).
+    # Every drain of an app in the window left a record older than the
+    # threshold unmirrored: records wait (the drain line's backlog_age_ms).
     backlog_age = <<-KQL
       ${local.kql_drains}
-      | summarize drains = count(), min_age_ms = min(backlog_age_ms)
+      | summarize drains = count(), min_age_ms = min(backlog_age_ms) by app
       | where drains > 0 and min_age_ms > ${var.alert_backlog_age_minutes * 60000}
     KQL
 
@@ -115,7 +133,7 @@ locals {
     paused_too_long = <<-KQL
       ${local.kql_drains}
       | where paused_age_ms > ${var.alert_paused_hours * 3600000}
-      | project TimeGenerated, Message
+      | project TimeGenerated, app, Message
     KQL
   }
 
@@ -165,7 +183,7 @@ resource "azurerm_monitor_scheduled_query_rules_alert_v2" "this" {
     }
     not_running = {
       display_name = "ehmirror: MirrorTimer not running"
-      description  = "No MirrorTimer execution in the window: the function app is stopped, the host cannot start the handler, or MIRROR_SCHEDULE runs less often than alert_not_running_window."
+      description  = "A function app (of var.instances: each is checked) had no MirrorTimer execution in the window: it is stopped, its host cannot start the handler, or MIRROR_SCHEDULE runs less often than alert_not_running_window. The query's rows name the apps."
       severity     = 1
       frequency    = "PT5M"
       window       = var.alert_not_running_window
@@ -181,7 +199,7 @@ resource "azurerm_monitor_scheduled_query_rules_alert_v2" "this" {
     }
     lag_growing = {
       display_name = "ehmirror: lag growing"
-      description  = "Total Kafka lag grew in each of the last ${var.alert_lag_growth_drains} drains: the mirror falls behind (raise MIRROR_MAX_* or Event Hubs throughput units, or start a catch-up)."
+      description  = "A function app's Kafka lag (its partitions) grew in each of its last ${var.alert_lag_growth_drains} drains: the mirror falls behind (raise MIRROR_MAX_* or Event Hubs throughput units, or start a catch-up)."
       severity     = 2
       frequency    = "PT5M"
       window       = var.alert_lag_growth_window
@@ -189,7 +207,7 @@ resource "azurerm_monitor_scheduled_query_rules_alert_v2" "this" {
     }
     backlog_age = {
       display_name = "ehmirror: records wait too long"
-      description  = "Every drain in the window left a record older than ${var.alert_backlog_age_minutes} minutes unmirrored (backlog_age_ms): Event Hubs or Kafka unreachable, throttling, or drains too short. See /api/status."
+      description  = "Every drain of a function app in the window left a record older than ${var.alert_backlog_age_minutes} minutes unmirrored (backlog_age_ms): Event Hubs or Kafka unreachable, throttling, or drains too short. See that app's /api/status."
       severity     = 2
       frequency    = "PT5M"
       window       = "PT15M"
@@ -205,7 +223,7 @@ resource "azurerm_monitor_scheduled_query_rules_alert_v2" "this" {
     }
     stalled = {
       display_name = "ehmirror: lag but no incoming messages"
-      description  = "Drains report lag above ${var.alert_stalled_min_lag} but the Event Hubs namespace received no message in the window: nothing is being mirrored."
+      description  = "A function app's drains report lag above ${var.alert_stalled_min_lag} but the Event Hubs namespace received no message in the window: nothing is being mirrored."
       severity     = 1
       frequency    = "PT5M"
       window       = var.alert_stalled_window

@@ -1,9 +1,11 @@
 # The mirror's dashboard: an Application Insights workbook ("ehmirror" in the
 # Application Insights resource's Workbooks, or Azure Monitor > Workbooks)
-# with what operators look at instead of reading logs: records and bytes
-# mirrored per minute, lag (total and per topic), drain duration against the
-# drain budget and host.json's functionTimeout, failures, gaps and oversized
-# records, and Event Hubs throughput and throttling.
+# with what operators look at instead of reading logs: every function app
+# (var.instances) with its runs, failures and last drain, records and bytes
+# mirrored per minute, lag (per app and per topic), drain duration against
+# the drain budget and host.json's functionTimeout, failures, gaps and
+# oversized records, and Event Hubs throughput and throttling. The queries
+# read every app's rows (app = AppRoleName, alerts.tf); none names one app.
 
 locals {
   # host.json's functionTimeout ("hh:mm:ss"), the hard limit of one drain.
@@ -11,16 +13,32 @@ locals {
   function_timeout_ms    = floor((local.function_timeout_parts[0] * 3600 + local.function_timeout_parts[1] * 60 + local.function_timeout_parts[2]) * 1000)
 
   dashboard_queries = {
+    # One row per app of var.instances, also for an app without any run or
+    # drain in the time range (its columns are then empty).
+    apps = <<-KQL
+      let runs = AppRequests
+      | where Name == "MirrorTimer"
+      | summarize runs = count(), failed_runs = countif(Success == false), last_run = max(TimeGenerated) by app = tolower(AppRoleName);
+      let drains = ${local.kql_drains}
+      | summarize drains = count(), records = sum(records), last_drain = max(TimeGenerated), max_lag = max(lag) by app;
+      ${local.kql_function_apps}
+      | lookup kind=leftouter runs on app
+      | lookup kind=leftouter drains on app
+      | project app, runs, failed_runs, last_run, drains, records, max_lag, last_drain
+      | order by app asc
+    KQL
+
     throughput = <<-KQL
       ${local.kql_drains}
       | summarize records = sum(records), MiB = round(sum(bytes) / 1048576.0, 3) by bin(TimeGenerated, 1m)
       | order by TimeGenerated asc
     KQL
 
-    lag_total = <<-KQL
+    # One series per app: each app's lag is that of the partitions it owns.
+    lag_per_app = <<-KQL
       ${local.kql_drains}
       | where lag >= 0
-      | summarize lag = max(lag) by bin(TimeGenerated, 1m)
+      | summarize lag = max(lag) by bin(TimeGenerated, 1m), app
       | order by TimeGenerated asc
     KQL
 
@@ -60,7 +78,7 @@ locals {
 
     recent_drains = <<-KQL
       ${local.kql_drains}
-      | project TimeGenerated, run, trigger, records, bytes, lag, partitions, errors, gaps, oversized, duration_ms, budget_ms, stopped
+      | project TimeGenerated, app, run, trigger, records, bytes, lag, partitions, errors, gaps, oversized, duration_ms, budget_ms, stopped
       | order by TimeGenerated desc
       | take 50
     KQL
@@ -71,7 +89,7 @@ locals {
       type = 1
       name = "intro"
       content = {
-        json = "## ehmirror: Kafka → Event Hubs mirror\nOne row per drain comes from the handler's `msg=drain` log line. Lag is the number of Kafka records not yet mirrored (after each drain). A drain must end within its budget (`MIRROR_MAX_DURATION`); host.json's `functionTimeout` (${local.function_timeout_ms / 60000} min) kills the handler. Alerts: Azure Monitor > Alerts, rules `${local.base}-*`."
+        json = "## ehmirror: Kafka → Event Hubs mirror\nOne row per drain comes from the handler's `msg=drain` log line, from each of the ${var.instances} function app(s) (column `app`). Lag is the number of Kafka records not yet mirrored (after each drain) on the partitions that app owns. A drain must end within its budget (`MIRROR_MAX_DURATION`); host.json's `functionTimeout` (${local.function_timeout_ms / 60000} min) kills the handler. Alerts: Azure Monitor > Alerts, rules `${local.base}-*`."
       }
     },
     {
@@ -94,8 +112,9 @@ locals {
         }]
       }
     },
+    { type = 3, name = "apps", content = merge(local.dashboard_query_defaults, { title = "Function apps: MirrorTimer runs, failed runs and drains in the time range (empty: none)", query = local.dashboard_queries.apps, visualization = "table" }) },
     { type = 3, name = "throughput", content = merge(local.dashboard_query_defaults, { title = "Records and MiB mirrored per minute", query = local.dashboard_queries.throughput, visualization = "timechart" }) },
-    { type = 3, name = "lag_total", content = merge(local.dashboard_query_defaults, { title = "Kafka lag, all mirrored topics (records)", query = local.dashboard_queries.lag_total, visualization = "timechart" }) },
+    { type = 3, name = "lag_per_app", content = merge(local.dashboard_query_defaults, { title = "Kafka lag per function app, the partitions it owns (records)", query = local.dashboard_queries.lag_per_app, visualization = "timechart" }) },
     { type = 3, name = "lag_per_topic", content = merge(local.dashboard_query_defaults, { title = "Kafka lag per topic (records, partitions with work)", query = local.dashboard_queries.lag_per_topic, visualization = "timechart" }) },
     { type = 3, name = "duration", content = merge(local.dashboard_query_defaults, { title = "Drain duration against its budget and functionTimeout (ms)", query = local.dashboard_queries.duration, visualization = "linechart" }) },
     { type = 3, name = "failures", content = merge(local.dashboard_query_defaults, { title = "Failed MirrorTimer runs, drain errors, gaps, oversized records", query = local.dashboard_queries.failures, visualization = "barchart" }) },

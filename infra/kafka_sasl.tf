@@ -1,11 +1,17 @@
-# Kafka SASL/OAUTHBEARER and AWS_MSK_IAM (issue 23). Token-based
-# authentication is chosen with kafka_sasl_token_mechanism (kafka_sasl_mechanism
-# must then be "none": no SASL user or password). Every secret (the OIDC
-# client secret, an AWS secret access key or session token) is a Key Vault
-# secret that the app setting references with
-# @Microsoft.KeyVault(SecretUri=...); nothing secret is a plain app setting.
+# Kafka SASL: one variable, kafka_sasl_mechanism, chooses the mechanism
+# (KAFKA_SASL_MECHANISM, set on every app in functionapp.tf) and decides
+# which other settings it needs:
+#   * none: no SASL.
+#   * plain, scram-sha-256, scram-sha-512: kafka_sasl_username and
+#     kafka_sasl_password, stored as Key Vault secrets (keyvault.tf).
+#   * oauthbearer, aws-msk-iam: token-based (issue 23), the modes below.
+# Every secret (a SASL password, the OIDC client secret, an AWS secret access
+# key or session token) is a Key Vault secret that the app setting references
+# with @Microsoft.KeyVault(SecretUri=...); nothing secret is a plain app
+# setting. kafka_oauth_* and kafka_aws_* are refused unless the mechanism is
+# the one that reads them (terraform_data.kafka_sasl_checks).
 #
-# Modes:
+# Token modes:
 #   * oauthbearer with kafka_oauth_token_endpoint: OIDC client credentials
 #     (Keycloak, Okta, Confluent Cloud identity pools, ...).
 #   * oauthbearer without it: Microsoft Entra ID tokens of the function app's
@@ -18,14 +24,43 @@
 #     the identity's principal id (output kafka_aws_web_identity_subject).
 #   * aws-msk-iam with kafka_aws_access_key_id: a key pair from Key Vault.
 
-variable "kafka_sasl_token_mechanism" {
-  description = "Token-based Kafka SASL (KAFKA_SASL_MECHANISM): none, oauthbearer or aws-msk-iam. Needs kafka_sasl_mechanism = \"none\"."
+variable "kafka_sasl_mechanism" {
+  description = "SASL mechanism for Kafka (KAFKA_SASL_MECHANISM): none; plain, scram-sha-256 or scram-sha-512 (with kafka_sasl_username and kafka_sasl_password); oauthbearer (kafka_oauth_*); aws-msk-iam (kafka_aws_*)."
   type        = string
-  default     = "none"
+  default     = "scram-sha-512"
 
   validation {
-    condition     = contains(["none", "oauthbearer", "aws-msk-iam"], var.kafka_sasl_token_mechanism)
-    error_message = "kafka_sasl_token_mechanism must be one of none, oauthbearer, aws-msk-iam."
+    condition     = contains(["none", "plain", "scram-sha-256", "scram-sha-512", "oauthbearer", "aws-msk-iam"], var.kafka_sasl_mechanism)
+    error_message = "kafka_sasl_mechanism must be one of none, plain, scram-sha-256, scram-sha-512, oauthbearer, aws-msk-iam."
+  }
+}
+
+variable "kafka_sasl_username" {
+  description = "Kafka SASL user name. Stored as a Key Vault secret and referenced from KAFKA_SASL_USERNAME; required with kafka_sasl_mechanism plain, scram-sha-256 or scram-sha-512, ignored otherwise."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+variable "kafka_sasl_password" {
+  description = "Kafka SASL password. Stored as a Key Vault secret and referenced from KAFKA_SASL_PASSWORD; required with kafka_sasl_mechanism plain, scram-sha-256 or scram-sha-512, ignored otherwise. Pass it through TF_VAR_kafka_sasl_password, not a file in the repository."
+  type        = string
+  default     = null
+  sensitive   = true
+}
+
+# Removed: kafka_sasl_mechanism now takes oauthbearer and aws-msk-iam too. A
+# configuration that still sets it fails with what to write instead (an
+# undeclared variable in a .tfvars file would only be a warning, and the
+# mechanism would silently fall back to kafka_sasl_mechanism's).
+variable "kafka_sasl_token_mechanism" {
+  description = "Removed: set kafka_sasl_mechanism = \"oauthbearer\" or \"aws-msk-iam\" instead. Any value fails the plan."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kafka_sasl_token_mechanism == null
+    error_message = "kafka_sasl_token_mechanism was merged into kafka_sasl_mechanism: remove it and set kafka_sasl_mechanism to its value (oauthbearer or aws-msk-iam; none stays none)."
   }
 }
 
@@ -125,23 +160,41 @@ variable "kafka_aws_sts_endpoint" {
 }
 
 locals {
-  kafka_oauth    = var.kafka_sasl_token_mechanism == "oauthbearer"
+  kafka_oauth    = var.kafka_sasl_mechanism == "oauthbearer"
   kafka_oidc     = local.kafka_oauth && var.kafka_oauth_token_endpoint != null
-  kafka_msk      = var.kafka_sasl_token_mechanism == "aws-msk-iam"
+  kafka_msk      = var.kafka_sasl_mechanism == "aws-msk-iam"
   kafka_msk_role = local.kafka_msk && var.kafka_aws_role_arn != null
+
+  # kafka_oauth_* and kafka_aws_* that are set (kafka_aws_web_identity_audience
+  # has a default and is left out): each is refused with any other mechanism.
+  kafka_oauth_settings_set = compact([
+    var.kafka_oauth_token_endpoint != null ? "kafka_oauth_token_endpoint" : "",
+    var.kafka_oauth_client_id != null ? "kafka_oauth_client_id" : "",
+    nonsensitive(var.kafka_oauth_client_secret != null) ? "kafka_oauth_client_secret" : "",
+    var.kafka_oauth_scope != null ? "kafka_oauth_scope" : "",
+    length(var.kafka_oauth_extensions) > 0 ? "kafka_oauth_extensions" : "",
+  ])
+  kafka_aws_settings_set = compact([
+    var.kafka_aws_region != null ? "kafka_aws_region" : "",
+    var.kafka_aws_role_arn != null ? "kafka_aws_role_arn" : "",
+    var.kafka_aws_access_key_id != null ? "kafka_aws_access_key_id" : "",
+    nonsensitive(var.kafka_aws_secret_access_key != null) ? "kafka_aws_secret_access_key" : "",
+    nonsensitive(var.kafka_aws_session_token != null) ? "kafka_aws_session_token" : "",
+    var.kafka_aws_sts_endpoint != null ? "kafka_aws_sts_endpoint" : "",
+  ])
 
   # Only non-secret choices (and whether a secret is set) decide which
   # secrets exist (for_each keys known at plan time); a missing secret fails
-  # the plan in terraform_data.kafka_sasl_token_checks.
+  # the plan in terraform_data.kafka_sasl_checks.
   kafka_sasl_token_secret_names = merge(
     local.kafka_oidc && nonsensitive(var.kafka_oauth_client_secret != null) ? { KAFKA_SASL_OAUTH_CLIENT_SECRET = "kafka-sasl-oauth-client-secret" } : {},
     local.kafka_msk && !local.kafka_msk_role && nonsensitive(var.kafka_aws_secret_access_key != null) ? { KAFKA_SASL_AWS_SECRET_ACCESS_KEY = "kafka-sasl-aws-secret-access-key" } : {},
     local.kafka_msk && !local.kafka_msk_role && nonsensitive(var.kafka_aws_session_token != null) ? { KAFKA_SASL_AWS_SESSION_TOKEN = "kafka-sasl-aws-session-token" } : {},
   )
 
-  # Merged last into the function app's settings (functionapp.tf).
-  kafka_sasl_token_app_settings = var.kafka_sasl_token_mechanism == "none" ? {} : merge(
-    { KAFKA_SASL_MECHANISM = var.kafka_sasl_token_mechanism },
+  # Merged last into the function app's settings (functionapp.tf), which
+  # set KAFKA_SASL_MECHANISM itself for every mechanism.
+  kafka_sasl_token_app_settings = !local.kafka_oauth && !local.kafka_msk ? {} : merge(
     local.kafka_oidc ? {
       KAFKA_SASL_OAUTH_TOKEN_ENDPOINT = var.kafka_oauth_token_endpoint
       KAFKA_SASL_OAUTH_CLIENT_ID      = coalesce(var.kafka_oauth_client_id, "-")
@@ -188,34 +241,43 @@ resource "azurerm_key_vault_secret" "kafka_sasl_token" {
 }
 
 # Combinations the variables' own validations cannot see; the plan fails
-# with a message naming the variable.
-resource "terraform_data" "kafka_sasl_token_checks" {
-  count = var.kafka_sasl_token_mechanism == "none" ? 0 : 1
-
-  input = var.kafka_sasl_token_mechanism
+# with a message naming the variable. (The user name and password of plain
+# and scram-* are checked on their secrets, keyvault.tf.)
+resource "terraform_data" "kafka_sasl_checks" {
+  input = var.kafka_sasl_mechanism
 
   lifecycle {
     precondition {
-      condition     = var.kafka_sasl_mechanism == "none"
-      error_message = "kafka_sasl_token_mechanism is set: set kafka_sasl_mechanism = \"none\" (no SASL user or password)."
+      condition     = local.kafka_oauth || length(local.kafka_oauth_settings_set) == 0
+      error_message = "${join(", ", local.kafka_oauth_settings_set)} only apply to kafka_sasl_mechanism = \"oauthbearer\", but kafka_sasl_mechanism is \"${var.kafka_sasl_mechanism}\": set kafka_sasl_mechanism = \"oauthbearer\" or remove them."
+    }
+    precondition {
+      condition     = local.kafka_msk || length(local.kafka_aws_settings_set) == 0
+      error_message = "${join(", ", local.kafka_aws_settings_set)} only apply to kafka_sasl_mechanism = \"aws-msk-iam\", but kafka_sasl_mechanism is \"${var.kafka_sasl_mechanism}\": set kafka_sasl_mechanism = \"aws-msk-iam\" or remove them."
     }
     precondition {
       condition     = !local.kafka_oidc || (var.kafka_oauth_client_id != null && nonsensitive(var.kafka_oauth_client_secret != null))
-      error_message = "kafka_oauth_token_endpoint needs kafka_oauth_client_id and kafka_oauth_client_secret."
+      error_message = "kafka_sasl_mechanism = \"oauthbearer\" with kafka_oauth_token_endpoint needs kafka_oauth_client_id and kafka_oauth_client_secret."
     }
     precondition {
       condition     = !local.kafka_msk || var.kafka_aws_region != null
-      error_message = "kafka_sasl_token_mechanism = \"aws-msk-iam\" needs kafka_aws_region."
+      error_message = "kafka_sasl_mechanism = \"aws-msk-iam\" needs kafka_aws_region."
     }
     precondition {
       condition     = !local.kafka_msk || ((var.kafka_aws_role_arn != null) != (var.kafka_aws_access_key_id != null))
-      error_message = "aws-msk-iam needs exactly one of kafka_aws_role_arn (no AWS key) or kafka_aws_access_key_id."
+      error_message = "kafka_sasl_mechanism = \"aws-msk-iam\" needs exactly one of kafka_aws_role_arn (no AWS key) or kafka_aws_access_key_id."
     }
     precondition {
       condition     = !local.kafka_msk || local.kafka_msk_role || nonsensitive(var.kafka_aws_secret_access_key != null)
       error_message = "kafka_aws_access_key_id needs kafka_aws_secret_access_key."
     }
   }
+}
+
+# The checks had count = 1 only with a token mechanism.
+moved {
+  from = terraform_data.kafka_sasl_token_checks[0]
+  to   = terraform_data.kafka_sasl_checks
 }
 
 output "kafka_aws_web_identity_subject" {

@@ -70,8 +70,8 @@ resource "azurerm_key_vault_secret" "kafka" {
 
   lifecycle {
     precondition {
-      condition     = !local.kafka_sasl_enabled || (nonsensitive(var.kafka_sasl_username != null && var.kafka_sasl_username != "") && nonsensitive(var.kafka_sasl_password != null && var.kafka_sasl_password != ""))
-      error_message = "kafka_sasl_username and kafka_sasl_password are required unless kafka_sasl_mechanism is \"none\"."
+      condition     = !local.kafka_sasl_user_password || (nonsensitive(var.kafka_sasl_username != null && var.kafka_sasl_username != "") && nonsensitive(var.kafka_sasl_password != null && var.kafka_sasl_password != ""))
+      error_message = "kafka_sasl_mechanism = \"${var.kafka_sasl_mechanism}\" needs kafka_sasl_username and kafka_sasl_password (oauthbearer, aws-msk-iam and none need neither)."
     }
   }
 }

@@ -62,12 +62,14 @@ locals {
   ]...)
 
   # --- key vault secrets -----------------------------------------------------
-  kafka_sasl_enabled = var.kafka_sasl_mechanism != "none"
+  # Mechanisms with a user name and password (the token-based ones:
+  # kafka_sasl.tf).
+  kafka_sasl_user_password = contains(["plain", "scram-sha-256", "scram-sha-512"], var.kafka_sasl_mechanism)
 
   # Only non-secret flags decide which secrets exist, so for_each keys stay
   # known at plan time while the (sensitive) values stay out of them.
   kafka_secret_names = merge(
-    local.kafka_sasl_enabled ? {
+    local.kafka_sasl_user_password ? {
       KAFKA_SASL_USERNAME = "kafka-sasl-username"
       KAFKA_SASL_PASSWORD = "kafka-sasl-password"
     } : {},

@@ -412,31 +412,6 @@ variable "kafka_topics_exclude" {
   }
 }
 
-variable "kafka_sasl_mechanism" {
-  description = "SASL mechanism for Kafka (KAFKA_SASL_MECHANISM): none, plain, scram-sha-256 or scram-sha-512."
-  type        = string
-  default     = "scram-sha-512"
-
-  validation {
-    condition     = contains(["none", "plain", "scram-sha-256", "scram-sha-512"], var.kafka_sasl_mechanism)
-    error_message = "kafka_sasl_mechanism must be one of none, plain, scram-sha-256, scram-sha-512."
-  }
-}
-
-variable "kafka_sasl_username" {
-  description = "Kafka SASL user name. Stored as a Key Vault secret and referenced from KAFKA_SASL_USERNAME; required unless kafka_sasl_mechanism is none."
-  type        = string
-  default     = null
-  sensitive   = true
-}
-
-variable "kafka_sasl_password" {
-  description = "Kafka SASL password. Stored as a Key Vault secret and referenced from KAFKA_SASL_PASSWORD; required unless kafka_sasl_mechanism is none. Pass it through TF_VAR_kafka_sasl_password, not a file in the repository."
-  type        = string
-  default     = null
-  sensitive   = true
-}
-
 variable "kafka_tls" {
   description = "Connect to Kafka over TLS (KAFKA_TLS)."
   type        = bool

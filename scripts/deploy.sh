@@ -23,7 +23,10 @@
 #   * terraform >= 1.6 with registry access (hashicorp/azurerm ~> 5.2,
 #     hashicorp/time);
 #   * infra/terraform.tfvars (copy of infra/terraform.tfvars.example), Kafka
-#     secrets in TF_VAR_kafka_sasl_username / TF_VAR_kafka_sasl_password;
+#     secrets in TF_VAR_kafka_sasl_username / TF_VAR_kafka_sasl_password
+#     (kafka_sasl_mechanism plain or scram-*; oauthbearer and aws-msk-iam
+#     take theirs, if any, in TF_VAR_kafka_oauth_client_secret or
+#     TF_VAR_kafka_aws_secret_access_key);
 #   * dist/ehmirror-functionapp.zip from `make package`;
 #   * curl and jq.
 #

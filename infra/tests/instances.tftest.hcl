@@ -82,6 +82,59 @@ run "three_apps_share_one_consumer_group" {
   }
 }
 
+# Every app writes to the one Application Insights. The alerts and the
+# workbook must see each app: not_running checks every app by name, the
+# alerts about drains group by app (one app's lag or backlog is not hidden
+# by another's), and no query names one app without naming them all.
+run "alerts_and_workbook_cover_every_app" {
+  variables {
+    instances = 3
+  }
+
+  assert {
+    condition = alltrue([
+      for app in azurerm_linux_function_app.this :
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "\"${app.name}\"")
+    ]) && strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "| join kind=leftanti runs on app")
+    error_message = "not_running must check each of the three apps for MirrorTimer runs (one row per app without any), not all runs together."
+  }
+
+  assert {
+    condition = (
+      strcontains(local.kql_drains, "app = take_anyif(AppRoleName, isnotempty(AppRoleName)) by Message") &&
+      alltrue([
+        for k in ["lag_growing", "stalled", "backlog_age"] :
+        can(regex("\\| summarize [^\\n]* by app\\n", azurerm_monitor_scheduled_query_rules_alert_v2.this[k].criteria[0].query))
+      ]) &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].criteria[0].query, "row_number(1, app != prev(app))")
+    )
+    error_message = "Drain lines must keep their app (AppRoleName), and lag_growing (each app's last N drains), stalled and backlog_age must summarize per app."
+  }
+
+  assert {
+    condition = alltrue([
+      for k, a in azurerm_monitor_scheduled_query_rules_alert_v2.this :
+      !strcontains(a.criteria[0].query, "\"${azurerm_linux_function_app.this[0].name}\"") || alltrue([for app in azurerm_linux_function_app.this : strcontains(a.criteria[0].query, "\"${app.name}\"")])
+    ])
+    error_message = "An alert query that names the first app must name every app."
+  }
+
+  assert {
+    condition = (
+      alltrue([for app in azurerm_linux_function_app.this : strcontains(local.dashboard_queries.apps, "\"${app.name}\"")]) &&
+      strcontains(local.dashboard_queries.lag_per_app, "by bin(TimeGenerated, 1m), app") &&
+      strcontains(local.dashboard_queries.recent_drains, "| project TimeGenerated, app,") &&
+      alltrue([
+        for i in jsondecode(azurerm_application_insights_workbook.dashboard.data_json).items :
+        !strcontains(i.content.query, "\"${azurerm_linux_function_app.this[0].name}\"") || alltrue([for app in azurerm_linux_function_app.this : strcontains(i.content.query, "\"${app.name}\"")])
+        if i.type == 3
+      ]) &&
+      contains([for i in jsondecode(azurerm_application_insights_workbook.dashboard.data_json).items : i.name if i.type == 3], "apps")
+    )
+    error_message = "The workbook must list every app (runs, failures, drains), chart lag per app, show each drain's app, and name no single app."
+  }
+}
+
 # Names longer than 32 characters: the default host IDs of <name> and
 # <name>-2 would be the same; the explicit IDs differ and fit in 32.
 run "long_names_get_distinct_host_ids" {

@@ -1,6 +1,7 @@
-# Kafka SASL/OAUTHBEARER and AWS_MSK_IAM (kafka_sasl.tf): each mode's app
-# settings, its secrets only as Key Vault references, and bad combinations
-# failing the plan with a message naming the variable.
+# Kafka SASL (kafka_sasl.tf): one variable, kafka_sasl_mechanism, for every
+# mechanism; each OAUTHBEARER/AWS_MSK_IAM mode's app settings, its secrets
+# only as Key Vault references, and bad combinations failing the plan with a
+# message naming the variable.
 
 mock_provider "azurerm" {
   source = "./tests/mocks"
@@ -17,16 +18,20 @@ variables {
   alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
 }
 
-run "no_token_mechanism_by_default" {
+run "no_token_settings_without_a_token_mechanism" {
   assert {
-    condition     = length(azurerm_key_vault_secret.kafka_sasl_token) == 0 && !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_OAUTH_CLIENT_ID")
-    error_message = "Without kafka_sasl_token_mechanism there are no OAUTHBEARER/MSK settings or secrets."
+    condition = (
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "none" &&
+      length(azurerm_key_vault_secret.kafka_sasl_token) == 0 && length(azurerm_key_vault_secret.kafka) == 0 &&
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_OAUTH_CLIENT_ID")
+    )
+    error_message = "kafka_sasl_mechanism = \"none\": no OAUTHBEARER/MSK settings, no secrets."
   }
 }
 
 run "oidc_client_credentials" {
   variables {
-    kafka_sasl_token_mechanism = "oauthbearer"
+    kafka_sasl_mechanism       = "oauthbearer"
     kafka_oauth_token_endpoint = "https://idp.example.com/oauth2/token"
     kafka_oauth_client_id      = "mirror"
     kafka_oauth_client_secret  = "oidc-secret-do-not-leak"
@@ -61,7 +66,7 @@ run "oidc_client_credentials" {
 
 run "entra_id_uses_the_function_identity" {
   variables {
-    kafka_sasl_token_mechanism = "oauthbearer"
+    kafka_sasl_mechanism = "oauthbearer"
   }
 
   assert {
@@ -77,9 +82,9 @@ run "entra_id_uses_the_function_identity" {
 
 run "msk_role_without_aws_keys" {
   variables {
-    kafka_sasl_token_mechanism = "aws-msk-iam"
-    kafka_aws_region           = "eu-west-1"
-    kafka_aws_role_arn         = "arn:aws:iam::123456789012:role/ehmirror-msk"
+    kafka_sasl_mechanism = "aws-msk-iam"
+    kafka_aws_region     = "eu-west-1"
+    kafka_aws_role_arn   = "arn:aws:iam::123456789012:role/ehmirror-msk"
   }
 
   assert {
@@ -97,7 +102,7 @@ run "msk_role_without_aws_keys" {
 
 run "msk_key_pair_from_key_vault" {
   variables {
-    kafka_sasl_token_mechanism  = "aws-msk-iam"
+    kafka_sasl_mechanism        = "aws-msk-iam"
     kafka_aws_region            = "us-east-1"
     kafka_aws_access_key_id     = "AKIAEXAMPLE"
     kafka_aws_secret_access_key = "aws-secret-do-not-leak"
@@ -113,49 +118,121 @@ run "msk_key_pair_from_key_vault" {
   }
 }
 
-run "token_mechanism_needs_no_sasl_password_mechanism" {
+# The token mechanisms take no user or password: none is stored, even when
+# set (a CI job that always exports TF_VAR_kafka_sasl_password), and the
+# mechanism reaches the handler through KAFKA_SASL_MECHANISM as the password
+# mechanisms' does.
+run "token_mechanism_stores_no_sasl_password" {
+  variables {
+    kafka_sasl_mechanism = "oauthbearer"
+    kafka_sasl_username  = "u"
+    kafka_sasl_password  = "p-do-not-store"
+  }
+
+  assert {
+    condition = (
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "oauthbearer" &&
+      length(azurerm_key_vault_secret.kafka) == 0 &&
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_USERNAME") &&
+      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_PASSWORD")
+    )
+    error_message = "oauthbearer must store no SASL user or password and set no KAFKA_SASL_USERNAME/PASSWORD."
+  }
+}
+
+run "password_mechanisms_store_user_and_password" {
+  variables {
+    kafka_sasl_mechanism = "scram-sha-256"
+    kafka_sasl_username  = "u"
+    kafka_sasl_password  = "p"
+  }
+
+  assert {
+    condition = (
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "scram-sha-256" &&
+      sort(keys(azurerm_key_vault_secret.kafka)) == tolist(["KAFKA_SASL_PASSWORD", "KAFKA_SASL_USERNAME"]) &&
+      length(azurerm_key_vault_secret.kafka_sasl_token) == 0
+    )
+    error_message = "scram-sha-256 must store the user and password, and no token secret."
+  }
+}
+
+run "password_mechanism_needs_a_password" {
   command = plan
 
   variables {
-    kafka_sasl_mechanism       = "scram-sha-512"
-    kafka_sasl_username        = "u"
-    kafka_sasl_password        = "p"
+    kafka_sasl_mechanism = "plain"
+    kafka_sasl_username  = "u"
+  }
+
+  expect_failures = [azurerm_key_vault_secret.kafka]
+}
+
+# The mistake of a configuration written for kafka_sasl_token_mechanism:
+# its OAUTHBEARER settings with kafka_sasl_mechanism still "none".
+run "oauth_settings_need_oauthbearer" {
+  command = plan
+
+  variables {
+    kafka_oauth_token_endpoint = "https://idp.example.com/oauth2/token"
+    kafka_oauth_client_id      = "mirror"
+    kafka_oauth_client_secret  = "s"
+  }
+
+  expect_failures = [terraform_data.kafka_sasl_checks]
+}
+
+run "aws_settings_need_aws_msk_iam" {
+  command = plan
+
+  variables {
+    kafka_sasl_mechanism = "oauthbearer"
+    kafka_aws_region     = "eu-west-1"
+  }
+
+  expect_failures = [terraform_data.kafka_sasl_checks]
+}
+
+run "removed_token_mechanism_variable_fails" {
+  command = plan
+
+  variables {
     kafka_sasl_token_mechanism = "oauthbearer"
   }
 
-  expect_failures = [terraform_data.kafka_sasl_token_checks]
+  expect_failures = [var.kafka_sasl_token_mechanism]
 }
 
 run "oidc_needs_a_secret" {
   command = plan
 
   variables {
-    kafka_sasl_token_mechanism = "oauthbearer"
+    kafka_sasl_mechanism       = "oauthbearer"
     kafka_oauth_token_endpoint = "https://idp.example.com/oauth2/token"
     kafka_oauth_client_id      = "mirror"
   }
 
-  expect_failures = [terraform_data.kafka_sasl_token_checks]
+  expect_failures = [terraform_data.kafka_sasl_checks]
 }
 
 run "msk_needs_role_or_key" {
   command = plan
 
   variables {
-    kafka_sasl_token_mechanism = "aws-msk-iam"
-    kafka_aws_region           = "eu-west-1"
+    kafka_sasl_mechanism = "aws-msk-iam"
+    kafka_aws_region     = "eu-west-1"
   }
 
-  expect_failures = [terraform_data.kafka_sasl_token_checks]
+  expect_failures = [terraform_data.kafka_sasl_checks]
 }
 
 run "bad_role_arn" {
   command = plan
 
   variables {
-    kafka_sasl_token_mechanism = "aws-msk-iam"
-    kafka_aws_region           = "eu-west-1"
-    kafka_aws_role_arn         = "ehmirror-msk"
+    kafka_sasl_mechanism = "aws-msk-iam"
+    kafka_aws_region     = "eu-west-1"
+    kafka_aws_role_arn   = "ehmirror-msk"
   }
 
   expect_failures = [var.kafka_aws_role_arn]

@@ -70,11 +70,11 @@ run "not_running_alert_fires_without_any_execution" {
   assert {
     condition = (
       strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "where Name == \"MirrorTimer\"") &&
-      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "summarize runs = count()") &&
-      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "where runs == 0") &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "summarize runs = count() by app = tolower(AppRoleName)") &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].criteria[0].query, "datatable(app: string)[\"func-ehmirror-prod-t04\"]\n| join kind=leftanti runs on app") &&
       azurerm_monitor_scheduled_query_rules_alert_v2.this["not_running"].window_duration == "PT15M"
     )
-    error_message = "The not-running alert must fire when no MirrorTimer execution started in 15 minutes."
+    error_message = "The not-running alert must fire when the app started no MirrorTimer execution in 15 minutes."
   }
 }
 
@@ -88,7 +88,7 @@ run "drain_line_is_parsed_for_every_contract_key" {
   }
 
   assert {
-    condition     = strcontains(local.kql_drains, "AppTraces") && strcontains(local.kql_drains, "msg=drain") && strcontains(local.kql_drains, "summarize TimeGenerated = min(TimeGenerated) by Message")
+    condition     = strcontains(local.kql_drains, "AppTraces") && strcontains(local.kql_drains, "msg=drain") && strcontains(local.kql_drains, "summarize TimeGenerated = min(TimeGenerated), app = take_anyif(AppRoleName, isnotempty(AppRoleName)) by Message")
     error_message = "Drain lines come from AppTraces, selected by msg=drain, each line counted once."
   }
 }
@@ -109,7 +109,7 @@ run "lag_growing_alert_uses_the_last_n_drains" {
     condition = (
       strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].criteria[0].query, "let n = 5;") &&
       strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].criteria[0].query, "where lag >= 0") &&
-      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].criteria[0].query, "top n by TimeGenerated desc") &&
+      strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].criteria[0].query, "| where nth <= n") &&
       strcontains(azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].criteria[0].query, "where drains == n and increases == n - 1") &&
       azurerm_monitor_scheduled_query_rules_alert_v2.this["lag_growing"].window_duration == "PT1H"
     )
@@ -315,9 +315,9 @@ run "dashboard_charts_what_operators_watch" {
 
   assert {
     condition = toset([for i in jsondecode(azurerm_application_insights_workbook.dashboard.data_json).items : i.name]) == toset([
-      "intro", "parameters", "throughput", "lag_total", "lag_per_topic", "duration", "failures", "eventhubs", "throttling", "recent_drains",
+      "intro", "parameters", "apps", "throughput", "lag_per_app", "lag_per_topic", "duration", "failures", "eventhubs", "throttling", "recent_drains",
     ])
-    error_message = "The dashboard must chart throughput, lag (total and per topic), drain duration, failures, Event Hubs traffic and throttling, and list recent drains."
+    error_message = "The dashboard must list the apps, chart throughput, lag (per app and per topic), drain duration, failures, Event Hubs traffic and throttling, and list recent drains."
   }
 
   assert {
@@ -331,11 +331,11 @@ run "dashboard_charts_what_operators_watch" {
   assert {
     condition = (
       strcontains(local.dashboard_queries.throughput, "records = sum(records)") && strcontains(local.dashboard_queries.throughput, "sum(bytes)") && strcontains(local.dashboard_queries.throughput, "bin(TimeGenerated, 1m)") &&
-      strcontains(local.dashboard_queries.lag_total, "lag = max(lag)") &&
+      strcontains(local.dashboard_queries.lag_per_app, "lag = max(lag) by bin(TimeGenerated, 1m), app") &&
       strcontains(local.dashboard_queries.lag_per_topic, "summarize lag = sum(lag) by topic") &&
       strcontains(local.dashboard_queries.failures, "countif(Success == false)") && strcontains(local.dashboard_queries.failures, "sum(errors)")
     )
-    error_message = "The charts must show records/bytes per minute, lag in total and per topic, and failures."
+    error_message = "The charts must show records/bytes per minute, lag per app and per topic, and failures."
   }
 
   assert {

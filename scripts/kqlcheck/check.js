@@ -34,6 +34,7 @@ const TABLES = {
 const EXPRESSIONS = {
   'lower(azurerm_eventhub_namespace.this.id)': '/subscriptions/00000000-0000-0000-0000-000000000005/resourcegroups/rg-ehmirror-prod/providers/microsoft.eventhub/namespaces/evhns-ehmirror-prod-abc123',
   'local.function_timeout_ms': '600000',
+  'local.kql_function_apps': 'datatable(app: string)["func-ehmirror-prod-abc123","func-ehmirror-prod-abc123-2"]',
   'var.alert_backlog_age_minutes * 60000': '600000',
   'var.alert_paused_hours * 3600000': '86400000',
 };
