@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"strconv"
 	"strings"
 
 	"fmt"
@@ -54,6 +55,14 @@ func startInfra(ctx context.Context, shape Shape) (*infra, error) {
 	return startInfraWith(ctx, shape, infraOptions{})
 }
 
+// kfakeSegmentBytes is kfake's log.segment.bytes in the benchmarks. kfake
+// keeps a copy of every segment in an in-memory file whose buffer doubles
+// as it grows; with the default 100 MiB segments its single request loop
+// copies (and, during a collection of this process's multi-GB heap,
+// assists the collector for) buffers of up to 128 MiB at a time, stalling
+// every fetch and produce for seconds. A real broker appends to a file.
+const kfakeSegmentBytes = 4 << 20
+
 // startInfraWith is startInfra with network conditions.
 func startInfraWith(ctx context.Context, shape Shape, opts infraOptions) (*infra, error) {
 	partBytes := int64(emulatorPartitionBytes)
@@ -67,7 +76,7 @@ func startInfraWith(ctx context.Context, shape Shape, opts infraOptions) (*infra
 		hubs[ti] = emulator.HubConfig{Name: topics[ti], PartitionCount: NumPartitions, MaxPartitionBytes: partBytes}
 	}
 	in := &infra{opts: opts, gen: newGen(shape)}
-	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(NumPartitions, topics...)}
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(NumPartitions, topics...), kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.Itoa(kfakeSegmentBytes)})}
 	if opts.Proxies {
 		kopts = append(kopts, kfake.ListenFn(proxiedListen(&in.kproxies)))
 	}
