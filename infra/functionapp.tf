@@ -83,6 +83,7 @@ locals {
 
       KAFKA_TLS_INSECURE_SKIP_VERIFY = tostring(var.kafka_tls_insecure_skip_verify)
       KAFKA_START_OFFSET             = var.kafka_start_offset
+      KAFKA_SESSION_TIMEOUT          = "${var.kafka_session_timeout_seconds}s"
 
       # Identity-based connection "EVENTHUBS": no key, no connection string.
       EVENTHUBS__fullyQualifiedNamespace = local.eventhubs_fqdn

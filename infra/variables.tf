@@ -436,6 +436,17 @@ variable "kafka_tls_insecure_skip_verify" {
   default     = false
 }
 
+variable "kafka_session_timeout_seconds" {
+  description = "KAFKA_SESSION_TIMEOUT in seconds: how long the group coordinator waits for the mirror's heartbeats before it gives its partitions to another member. Longer rides out stalls; shorter hands a killed instance's partitions over sooner. Brokers accept 6 to 1800 by default (group.min/max.session.timeout.ms)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.kafka_session_timeout_seconds >= 6 && var.kafka_session_timeout_seconds <= 1800 && floor(var.kafka_session_timeout_seconds) == var.kafka_session_timeout_seconds
+    error_message = "kafka_session_timeout_seconds must be a whole number from 6 to 1800 (the brokers' default group.min/max.session.timeout.ms)."
+  }
+}
+
 variable "kafka_start_offset" {
   description = "Where a partition without a committed offset starts (KAFKA_START_OFFSET): earliest or latest."
   type        = string

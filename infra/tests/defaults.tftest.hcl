@@ -361,7 +361,7 @@ run "app_settings_wire_every_handler_setting" {
       for k in [
         "KAFKA_BROKERS", "KAFKA_GROUP", "KAFKA_TOPICS_INCLUDE", "KAFKA_TOPICS_EXCLUDE", "KAFKA_SASL_MECHANISM",
         "KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD", "KAFKA_TLS", "KAFKA_TLS_INSECURE_SKIP_VERIFY", "KAFKA_START_OFFSET",
-        "EVENTHUBS__fullyQualifiedNamespace", "EVENTHUBS__clientId",
+        "KAFKA_SESSION_TIMEOUT", "EVENTHUBS__fullyQualifiedNamespace", "EVENTHUBS__clientId",
         "MIRROR_SCHEDULE", "MIRROR_MAX_RECORDS", "MIRROR_MAX_BYTES", "MIRROR_MAX_DURATION", "MIRROR_PARTITIONING",
         "MIRROR_INFLIGHT_BYTES", "MIRROR_ROUTES", "MIRROR_GAP_POLICY", "MIRROR_OVERSIZE_POLICY", "MIRROR_CATCHUP_MAX_DURATION",
       ] : contains(keys(azurerm_linux_function_app.this[0].app_settings), k)
@@ -378,7 +378,8 @@ run "app_settings_wire_every_handler_setting" {
       azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "scram-sha-512" &&
       azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS"] == "true" &&
       azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS_INSECURE_SKIP_VERIFY"] == "false" &&
-      azurerm_linux_function_app.this[0].app_settings["KAFKA_START_OFFSET"] == "earliest"
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_START_OFFSET"] == "earliest" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SESSION_TIMEOUT"] == "30s"
     )
     error_message = "Kafka settings must carry the variables' defaults."
   }

@@ -133,11 +133,12 @@ run "auto_inflate_sets_the_maximum" {
 
 run "kafka_without_sasl_has_no_credential_secrets" {
   variables {
-    kafka_sasl_mechanism = "none"
-    kafka_sasl_username  = null
-    kafka_sasl_password  = null
-    kafka_tls            = false
-    kafka_start_offset   = "latest"
+    kafka_sasl_mechanism          = "none"
+    kafka_sasl_username           = null
+    kafka_sasl_password           = null
+    kafka_tls                     = false
+    kafka_start_offset            = "latest"
+    kafka_session_timeout_seconds = 6
   }
 
   assert {
@@ -151,7 +152,8 @@ run "kafka_without_sasl_has_no_credential_secrets" {
       !contains(keys(azurerm_linux_function_app.this[0].app_settings), "KAFKA_SASL_PASSWORD") &&
       azurerm_linux_function_app.this[0].app_settings["KAFKA_SASL_MECHANISM"] == "none" &&
       azurerm_linux_function_app.this[0].app_settings["KAFKA_TLS"] == "false" &&
-      azurerm_linux_function_app.this[0].app_settings["KAFKA_START_OFFSET"] == "latest"
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_START_OFFSET"] == "latest" &&
+      azurerm_linux_function_app.this[0].app_settings["KAFKA_SESSION_TIMEOUT"] == "6s"
     )
     error_message = "Without SASL the credential settings are absent and the other Kafka settings follow the variables."
   }

@@ -745,3 +745,23 @@ run "ca_bundle_requires_tls" {
 
   expect_failures = [azurerm_linux_function_app.this]
 }
+
+run "kafka_session_timeout_rejects_below_the_brokers_minimum" {
+  command = plan
+
+  variables {
+    kafka_session_timeout_seconds = 5
+  }
+
+  expect_failures = [var.kafka_session_timeout_seconds]
+}
+
+run "kafka_session_timeout_rejects_fractions" {
+  command = plan
+
+  variables {
+    kafka_session_timeout_seconds = 6.5
+  }
+
+  expect_failures = [var.kafka_session_timeout_seconds]
+}
