@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -67,8 +66,9 @@ var conditionShape = Shape{Name: "1KiB-keyless", Size: 1 << 10}
 
 // runConditionCase mirrors the same backlog under each variant. Variants
 // without TLS share one infrastructure whose proxies change their delay;
-// TLS variants get their own. The backlog is sized from a first drain of
-// the baseline so that it takes about cfg.Seconds.
+// TLS variants get their own. The backlog is sized as a throughput case's
+// (loadBacklog), with the baseline's conditions, so that the baseline's
+// drain takes about cfg.Seconds.
 func runConditionCase(ctx context.Context, cfg Config, sp spawner, name string, variants []Variant, inflight int64) (ConditionCase, error) {
 	cc := ConditionCase{Name: name, Shape: conditionShape, Variants: make([]VariantResult, len(variants))}
 	log := cfg.Logger.With("case", name)
@@ -101,9 +101,11 @@ func runConditionCase(ctx context.Context, cfg Config, sp spawner, name string, 
 		err = func() error {
 			defer in.close()
 			if perPartition == 0 {
-				if perPartition, err = sizeBacklog(ctx, cfg, sp, in, cc.Shape, inflight, log); err != nil {
+				sized, err := loadBacklog(ctx, cfg, sp, in, in.childSpec(cc.Shape), inflight, log)
+				if err != nil {
 					return err
 				}
+				perPartition = sized.PerPartition
 			}
 			if err := in.loadTo(ctx, perPartition); err != nil {
 				return err
@@ -136,27 +138,4 @@ func runConditionCase(ctx context.Context, cfg Config, sp spawner, name string, 
 		log.Info("variant done", "variant", cc.Variants[i].Variant.Name, "mb_per_s", round2(cc.Variants[i].Mirror.MBPerSecond()), "fraction_of_baseline", round2(cc.Fraction(i)))
 	}
 	return cc, nil
-}
-
-// sizeBacklog loads a probe backlog, mirrors it without added latency and
-// returns the per-partition backlog that takes about cfg.Seconds.
-func sizeBacklog(ctx context.Context, cfg Config, sp spawner, in *infra, shape Shape, inflight int64, log *slog.Logger) (int64, error) {
-	if cfg.Records > 0 {
-		return max(cfg.Records/partitions, 1), nil
-	}
-	probePer := probePerPartition(cfg, shape, inflight)
-	if err := in.loadTo(ctx, probePer); err != nil {
-		return 0, err
-	}
-	spec := in.childSpec(shape)
-	spec.Phase, spec.PerPartition, spec.Group = PhaseMirror, probePer, "bench-size-"+shape.Name
-	m, err := runPhase(ctx, sp, in, spec, "")
-	if err != nil {
-		return 0, fmt.Errorf("probe drain: %w", err)
-	}
-	want := int64(1.5 * m.RecordsPerSecond() * cfg.Seconds / partitions)
-	maxPer := max(cfg.MaxBacklogBytes/int64(shape.Size)/partitions, probePer+1)
-	per := min(max(want, 2*probePer), maxPer)
-	log.Info("sized the backlog", "probe_mb_per_s", round2(m.MBPerSecond()), "records", per*partitions)
-	return per, nil
 }

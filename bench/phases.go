@@ -39,7 +39,10 @@ func allPartitions() []mirror.TopicPartition {
 }
 
 func newSource(spec ChildSpec, group string, logger *slog.Logger) (*kafka.Source, error) {
-	opts := kafka.Options{Brokers: spec.Brokers, Group: group, Logger: logger}
+	// The handler's session (KAFKA_SESSION_TIMEOUT's default), not the
+	// kafka package's broker minimum: a drain of a fresh backlog stalls
+	// kfake for seconds, which cost a 6 s session its claim.
+	opts := kafka.Options{Brokers: spec.Brokers, Group: group, Logger: logger, SessionTimeout: config.DefaultKafkaSessionTimeout}
 	if spec.CAFile != "" {
 		// The CA is in SSL_CERT_FILE, which the system roots read.
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}

@@ -341,6 +341,82 @@ func probePerPartition(cfg Config, shape Shape, inflight int64) int64 {
 	return min(max(2*inflight/weight/partitions, 1000), 15000)
 }
 
+// sizedBacklog is a case's backlog as loadBacklog sized and loaded it.
+type sizedBacklog struct {
+	// PerPartition is the records loaded per partition.
+	PerPartition int64
+	// Probe and Calibration are the drains that sized it (Calibration is
+	// zero when Config.Records fixed the size).
+	Probe, Calibration Measured
+	// Load is the time spent producing it.
+	Load time.Duration
+}
+
+// loadBacklog sizes a case's backlog so that its drain takes about
+// cfg.Seconds and loads it into in: a probe drain of a small backlog, a
+// backlog 1.5 times what the probe's rate needs (the probe runs slower
+// than a long drain: most of it is the ramp-up of a fresh process), then a
+// calibration drain of that backlog and, when it was shorter than
+// cfg.Seconds, a top-up, within cfg.MaxBacklogBytes. base is the spec the
+// drains run with (brokers, connection string).
+func loadBacklog(ctx context.Context, cfg Config, sp spawner, in *infra, base ChildSpec, inflight int64, log *slog.Logger) (sizedBacklog, error) {
+	var sb sizedBacklog
+	shape := base.Shape
+	probePer := probePerPartition(cfg, shape, inflight)
+	t0 := time.Now()
+	if err := in.loadTo(ctx, probePer); err != nil {
+		return sb, err
+	}
+	sb.Load = time.Since(t0)
+	log.Info("loaded the probe backlog", "records", probePer*partitions, "mb", mb(probePer*partitions*int64(shape.Size)), "seconds", secs(sb.Load))
+
+	var err error
+	spec := base
+	spec.Phase, spec.PerPartition, spec.Group = PhaseMirror, probePer, "bench-probe-"+shape.Name
+	if sb.Probe, err = runPhase(ctx, sp, in, spec, ""); err != nil {
+		return sb, fmt.Errorf("probe drain: %w", err)
+	}
+	log.Info("probe drain", "rss_mb_over_time", series(sb.Probe.RSSSamples, 8), "records", sb.Probe.Records, "rec_per_s", round2(sb.Probe.RecordsPerSecond()), "mb_per_s", round2(sb.Probe.MBPerSecond()), "peak_rss_mb", mb(sb.Probe.PeakRSS))
+
+	maxPer := max(cfg.MaxBacklogBytes/int64(shape.Size)/partitions, probePer+1)
+	perPartition := cfg.Records / partitions
+	if cfg.Records <= 0 {
+		want := int64(1.5 * sb.Probe.RecordsPerSecond() * cfg.Seconds / partitions)
+		perPartition = min(max(want, 3*probePer), maxPer)
+	}
+	perPartition = max(perPartition, probePer+1)
+	t0 = time.Now()
+	if err := in.loadTo(ctx, perPartition); err != nil {
+		return sb, err
+	}
+	sb.Load += time.Since(t0)
+	log.Info("loaded the backlog", "records", perPartition*partitions, "mb", mb(perPartition*partitions*int64(shape.Size)), "load_seconds", secs(time.Since(t0)))
+
+	if cfg.Records <= 0 {
+		spec := base
+		spec.Phase, spec.PerPartition, spec.Group = PhaseMirror, perPartition, "bench-calibrate-"+shape.Name
+		if sb.Calibration, err = runPhase(ctx, sp, in, spec, ""); err != nil {
+			return sb, fmt.Errorf("calibration drain: %w", err)
+		}
+		log.Info("calibration drain", "records", sb.Calibration.Records, "seconds", secs(time.Duration(sb.Calibration.Seconds*float64(time.Second))),
+			"mb_per_s", round2(sb.Calibration.MBPerSecond()), "peak_rss_mb", mb(sb.Calibration.PeakRSS))
+		if sb.Calibration.Seconds < cfg.Seconds && perPartition < maxPer {
+			// Rounds are often faster than the calibration (the best of
+			// them counts): aim 1.5 times higher.
+			want := int64(1.5 * sb.Calibration.RecordsPerSecond() * cfg.Seconds / partitions)
+			perPartition = min(max(want, perPartition+1), maxPer)
+			t0 = time.Now()
+			if err := in.loadTo(ctx, perPartition); err != nil {
+				return sb, err
+			}
+			sb.Load += time.Since(t0)
+			log.Info("topped up the backlog", "records", perPartition*partitions, "mb", mb(perPartition*partitions*int64(shape.Size)), "load_seconds", secs(time.Since(t0)))
+		}
+	}
+	sb.PerPartition = perPartition
+	return sb, nil
+}
+
 func runCase(ctx context.Context, cfg Config, sp spawner, shape Shape, inflight int64) (CaseResult, error) {
 	cr := CaseResult{Shape: shape}
 	log := cfg.Logger.With("case", shape.Name)
@@ -351,59 +427,12 @@ func runCase(ctx context.Context, cfg Config, sp spawner, shape Shape, inflight 
 	defer in.close()
 	base := ChildSpec{Shape: shape, Brokers: in.brokers(), ConnectionString: in.emu.ConnectionString(), Timeout: 30 * time.Minute}
 
-	probePer := probePerPartition(cfg, shape, inflight)
-	t0 := time.Now()
-	if err := in.loadTo(ctx, probePer); err != nil {
+	sized, err := loadBacklog(ctx, cfg, sp, in, base, inflight, log)
+	if err != nil {
 		return cr, err
 	}
-	load := time.Since(t0)
-	log.Info("loaded the probe backlog", "records", probePer*partitions, "mb", mb(probePer*partitions*int64(shape.Size)), "seconds", secs(load))
-
-	spec := base
-	spec.Phase, spec.PerPartition, spec.Group = PhaseMirror, probePer, "bench-probe"
-	if cr.Probe, err = runPhase(ctx, sp, in, spec, ""); err != nil {
-		return cr, err
-	}
-	log.Info("probe drain", "rss_mb_over_time", series(cr.Probe.RSSSamples, 8), "records", cr.Probe.Records, "rec_per_s", round2(cr.Probe.RecordsPerSecond()), "mb_per_s", round2(cr.Probe.MBPerSecond()), "peak_rss_mb", mb(cr.Probe.PeakRSS))
-
-	maxPer := max(cfg.MaxBacklogBytes/int64(shape.Size)/partitions, probePer+1)
-	perPartition := cfg.Records / partitions
-	if cfg.Records <= 0 {
-		// The probe runs slower than a long drain (most of it is the
-		// ramp-up of a fresh process): aim 1.5 times higher, then check
-		// with a calibration drain of the full backlog.
-		want := int64(1.5 * cr.Probe.RecordsPerSecond() * cfg.Seconds / partitions)
-		perPartition = min(max(want, 3*probePer), maxPer)
-	}
-	perPartition = max(perPartition, probePer+1)
-	t0 = time.Now()
-	if err := in.loadTo(ctx, perPartition); err != nil {
-		return cr, err
-	}
-	load += time.Since(t0)
-	log.Info("loaded the backlog", "records", perPartition*partitions, "mb", mb(perPartition*partitions*int64(shape.Size)), "load_seconds", secs(time.Since(t0)))
-
-	if cfg.Records <= 0 {
-		spec := base
-		spec.Phase, spec.PerPartition, spec.Group = PhaseMirror, perPartition, "bench-calibrate"
-		if cr.Calibration, err = runPhase(ctx, sp, in, spec, ""); err != nil {
-			return cr, err
-		}
-		log.Info("calibration drain", "records", cr.Calibration.Records, "seconds", secs(time.Duration(cr.Calibration.Seconds*float64(time.Second))),
-			"mb_per_s", round2(cr.Calibration.MBPerSecond()), "peak_rss_mb", mb(cr.Calibration.PeakRSS))
-		if cr.Calibration.Seconds < cfg.Seconds && perPartition < maxPer {
-			// Rounds are often faster than the calibration (the best of
-			// them counts): aim 1.5 times higher.
-			want := int64(1.5 * cr.Calibration.RecordsPerSecond() * cfg.Seconds / partitions)
-			perPartition = min(max(want, perPartition+1), maxPer)
-			t0 = time.Now()
-			if err := in.loadTo(ctx, perPartition); err != nil {
-				return cr, err
-			}
-			load += time.Since(t0)
-			log.Info("topped up the backlog", "records", perPartition*partitions, "mb", mb(perPartition*partitions*int64(shape.Size)), "load_seconds", secs(time.Since(t0)))
-		}
-	}
+	cr.Probe, cr.Calibration = sized.Probe, sized.Calibration
+	perPartition, load := sized.PerPartition, sized.Load
 	cr.LoadSeconds = load.Seconds()
 	cr.Records = perPartition * partitions
 	cr.BacklogBytes = cr.Records * int64(shape.Size)
