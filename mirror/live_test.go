@@ -136,7 +136,7 @@ func TestOutageInsideAFollowingDrain(t *testing.T) {
 	// The drain goes on in its handover grace (HandoverGrace), still
 	// refused; it has ended, with nothing more committed, before Event
 	// Hubs comes back, or its retries would mirror some of the rest.
-	for graceEnd := time.Now().Add(mirror.HandoverGrace+30*time.Second); len(m.Running()) > 0; time.Sleep(100 * time.Millisecond) {
+	for graceEnd := time.Now().Add(mirror.HandoverGrace + 30*time.Second); len(m.Running()) > 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(graceEnd) {
 			t.Fatalf("the drain handed over still runs %s after its window: %+v", time.Since(until), m.Running())
 		}
