@@ -40,8 +40,8 @@ func allPartitions() []mirror.TopicPartition {
 
 func newSource(spec ChildSpec, group string, logger *slog.Logger) (*kafka.Source, error) {
 	// The handler's session (KAFKA_SESSION_TIMEOUT's default), not the
-	// kafka package's broker minimum: a drain of a fresh backlog stalls
-	// kfake for seconds, which cost a 6 s session its claim.
+	// kafka package's broker minimum: with 6 s, a calibration drain of a
+	// fresh 1 GB backlog ended "group rebalanced".
 	opts := kafka.Options{Brokers: spec.Brokers, Group: group, Logger: logger, SessionTimeout: config.DefaultKafkaSessionTimeout}
 	if spec.CAFile != "" {
 		// The CA is in SSL_CERT_FILE, which the system roots read.

@@ -432,8 +432,8 @@ func runCase(ctx context.Context, cfg Config, sp spawner, shape Shape, inflight 
 		return cr, err
 	}
 	cr.Probe, cr.Calibration = sized.Probe, sized.Calibration
-	perPartition, load := sized.PerPartition, sized.Load
-	cr.LoadSeconds = load.Seconds()
+	perPartition := sized.PerPartition
+	cr.LoadSeconds = sized.Load.Seconds()
 	cr.Records = perPartition * partitions
 	cr.BacklogBytes = cr.Records * int64(shape.Size)
 

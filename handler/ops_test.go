@@ -425,26 +425,15 @@ func testThrottled(t *testing.T, app string) {
 		t.Fatalf("status after a throttled drain: %s", raw)
 	}
 	w.emu.Faults().Reset()
-	// The drain lines of the log come first in a failure: CI shows the
-	// first lines of a failed test only.
+	// A failure names the drain lines first: CI shows the first lines
+	// of a failed test only.
 	if res, err := h.InvokeTimer(ctx, "MirrorTimer", funchost.TimerInvocation{}); err != nil || !res.Succeeded() {
-		t.Fatalf("timer after the fault: %v; drain lines %q; response %+v", err, drainLines(out.String()), res)
+		t.Fatalf("timer after the fault: %v; drain lines %q; response %+v", err, drainLine.FindAllString(out.String(), -1), res)
 	}
 	if _, st, raw := call(t, "GET", front.URL+"/api/status?code="+key, ""); st["ok"] != true || totalLag(t, st) != 0 {
-		t.Errorf("status after a clean drain: reason %q, lag %v; drain lines %q; status %s", st["reason"], st["lag"], drainLines(out.String()), raw)
+		t.Errorf("status after a clean drain: reason %q, lag %v; drain lines %q; status %s", st["reason"], st["lag"], drainLine.FindAllString(out.String(), -1), raw)
 	}
 	t.Logf("reason after the throttled drain: %s", reason)
-}
-
-// drainLines returns the msg=drain lines of a handler's log.
-func drainLines(log string) []string {
-	var lines []string
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, " msg=drain ") {
-			lines = append(lines, l)
-		}
-	}
-	return lines
 }
 
 // testThrottledBacklog: drains that Event Hubs throttled but that made
