@@ -63,6 +63,11 @@ type envConfig struct {
 	EmulatorKey string
 	// Quota is the namespace's ingress quota (default: none).
 	Quota emulator.Quota
+	// KafkaDelay is added before every Fetch, Topics, Watermarks and
+	// Committed call of the mirrors' Kafka source (a far broker, seen from
+	// the client: kfake's SleepControl races when two slept requests share
+	// a connection).
+	KafkaDelay time.Duration
 }
 
 // env is one scenario's world: a real Kafka (kfake), a real Event Hubs
@@ -280,7 +285,11 @@ func (e *env) newMirror(opts mirror.Options) *mirror.Mirror {
 	if opts.CommitInterval == 0 {
 		opts.CommitInterval = 200 * time.Millisecond
 	}
-	m, err := mirror.New(src, sink, opts)
+	var source mirror.Source = src
+	if e.cfg.KafkaDelay > 0 {
+		source = &farSource{Source: src, delay: e.cfg.KafkaDelay}
+	}
+	m, err := mirror.New(source, sink, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

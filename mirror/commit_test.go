@@ -16,14 +16,13 @@ import (
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
-// slowFetches makes every Fetch take d, so a drain lasts long enough for
-// periodic commits.
+// slowFetches makes every Fetch of the mirrors made after it take d
+// longer, so a drain lasts long enough for periodic commits. The delay is
+// the client's (distantSource), not kfake's SleepControl: kfake races on a
+// request that queued behind a sleeping one and then sleeps itself, which
+// fetches sharing a connection do.
 func slowFetches(e *env, d time.Duration) {
-	e.cluster.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
-		e.cluster.KeepControl()
-		e.cluster.SleepControl(func() { time.Sleep(d) }) // other requests go on meanwhile
-		return nil, nil, false
-	})
+	e.fetchDelay = d
 }
 
 // TestFailedCommitDoesNotStopLaterCommits (issue 11, finding 2): one
@@ -66,13 +65,13 @@ func TestCommitLatencyManyPartitions(t *testing.T) {
 	if err := e.cluster.CreateTopic(topic, parts, nil); err != nil {
 		t.Fatal(err)
 	}
+	slowFetches(e, 50*time.Millisecond)
 	m := e.newMirror(mirror.Options{CommitInterval: time.Second})
 	e.cluster.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
 		e.cluster.KeepControl()
 		e.cluster.SleepControl(func() { time.Sleep(50 * time.Millisecond) })
 		return nil, nil, false
 	})
-	slowFetches(e, 50*time.Millisecond)
 	for round := range 2 {
 		recs := make([]*kgo.Record, parts)
 		for p := range recs {

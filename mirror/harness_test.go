@@ -29,6 +29,9 @@ type env struct {
 	emu     *emulator.Server
 	client  *kgo.Client // test producer
 	group   string
+	// fetchDelay, when set before newMirror, puts a distantSource with
+	// this delay in front of the mirror's Kafka source (slowFetches).
+	fetchDelay time.Duration
 }
 
 // newEnv starts kfake with the seed topics (4 partitions) and the emulator
@@ -102,7 +105,11 @@ func (e *env) newMirrorWith(opts mirror.Options, wrapSink func(*eventhubs.Sink) 
 	if opts.CommitInterval == 0 {
 		opts.CommitInterval = 100 * time.Millisecond
 	}
-	m, err := mirror.New(src, s, opts)
+	var source mirror.Source = src
+	if e.fetchDelay > 0 {
+		source = &distantSource{Source: src, delay: e.fetchDelay}
+	}
+	m, err := mirror.New(source, s, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
