@@ -14,6 +14,8 @@ import (
 	"runtime/pprof"
 	"strings"
 	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // The phases a child process measures.
@@ -100,6 +102,9 @@ type PhaseResult struct {
 	Counters Counters `json:"counters"`
 	// Note says anything worth knowing, e.g. the drain's stop reason.
 	Note string `json:"note,omitempty"`
+	// ReadTime is where the mirror phase's readers spent their time (the
+	// drain's Report.ReadTime): what bounded it.
+	ReadTime *mirror.ReadTime `json:"read_time,omitempty"`
 	// Drains, FailedDrains and Throttled (sends refused with server-busy)
 	// are the quota phase's drains.
 	Drains       int   `json:"drains,omitempty"`

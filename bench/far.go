@@ -122,7 +122,7 @@ func runConditionCase(ctx context.Context, cfg Config, sp spawner, name string, 
 						return fmt.Errorf("variant %s: %w", v.Name, err)
 					}
 					cc.Variants[i].Rounds = append(cc.Variants[i].Rounds, m)
-					log.Info("mirror", "variant", v.Name, "round", round+1, "mb_per_s", round2(m.MBPerSecond()), "seconds", round2(m.Seconds), "io", m.Counters.describe())
+					log.Info("mirror", "variant", v.Name, "round", round+1, "mb_per_s", round2(m.MBPerSecond()), "seconds", round2(m.Seconds), "io", m.Counters.describe(), "read_time", m.ReadTime)
 				}
 				cc.Variants[i].Mirror = best(cc.Variants[i].Rounds)
 				in.setDelays(0, 0)

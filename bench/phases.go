@@ -301,6 +301,7 @@ func mirrorPhase(ctx context.Context, spec ChildSpec, m *meter, logger *slog.Log
 	m.res.Counters = cnt.snapshot()
 	m.res.Records, m.res.Bytes = rep.Records, rep.Bytes
 	m.res.Note = "stopped: " + rep.Stopped
+	m.res.ReadTime = &rep.ReadTime
 	want := spec.PerPartition * NumTopics * NumPartitions
 	if rep.Records != want || rep.Stopped != mirror.StopCaughtUp || rep.Failed() || len(rep.Errors) > 0 || rep.LagAfter != 0 {
 		return fmt.Errorf("drain mirrored %d of %d records, stopped %q, lag after %d, errors %v", rep.Records, want, rep.Stopped, rep.LagAfter, rep.Errors)

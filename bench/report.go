@@ -217,11 +217,11 @@ func (r *Results) PrintTable(w io.Writer) error {
 	if len(r.Conditions) > 0 {
 		fmt.Fprintf(&b, "\nnetwork conditions (1 KiB keyless, 20 partitions; fraction = MB/s ÷ the first row's):\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "case\tvariant\tKafka RTT ms\tEH RTT ms\tTLS\tMB/s\tfraction\tCPU client\tCPU infra\t")
+		fmt.Fprintln(tw, "case\tvariant\tKafka RTT ms\tEH RTT ms\tTLS\tMB/s\tfraction\tCPU client\tCPU infra\treaders waited for Kafka / bound / senders\t")
 		for _, cc := range r.Conditions {
 			for i, v := range cc.Variants {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%t\t%.1f\t%.2f\t%.4f\t%.4f\t\n", cc.Name, v.Variant.Name, v.Variant.KafkaRTT.Milliseconds(), v.Variant.EventHubsRTT.Milliseconds(),
-					v.Variant.TLS, v.Mirror.MBPerSecond(), cc.Fraction(i), v.Mirror.CPUPer1k(), v.Mirror.InfraCPUPer1k())
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%t\t%.1f\t%.2f\t%.4f\t%.4f\t%s\t\n", cc.Name, v.Variant.Name, v.Variant.KafkaRTT.Milliseconds(), v.Variant.EventHubsRTT.Milliseconds(),
+					v.Variant.TLS, v.Mirror.MBPerSecond(), cc.Fraction(i), v.Mirror.CPUPer1k(), v.Mirror.InfraCPUPer1k(), v.Mirror.ReadTime.Shares())
 			}
 		}
 		if err := tw.Flush(); err != nil {

@@ -513,7 +513,7 @@ func runRound(ctx context.Context, cfg Config, sp spawner, in *infra, base Child
 	cr.MirrorRounds = append(cr.MirrorRounds, m)
 	log.Info("mirror", "rec_per_s", round2(m.RecordsPerSecond()), "mb_per_s", round2(m.MBPerSecond()), "seconds", round2(m.Seconds),
 		"peak_rss_mb", mb(m.PeakRSS), "idle_drain_ms", m.IdleDrainsMs, "rss_mb_over_time", series(m.RSSSamples, 8),
-		"heap_live_mb_over_time", series(m.HeapLiveSamples, 8), "io", m.Counters.describe())
+		"heap_live_mb_over_time", series(m.HeapLiveSamples, 8), "io", m.Counters.describe(), "read_time", m.ReadTime)
 
 	// The same drain with MIRROR_DEDUPLICATE on, in a fresh group: a clean
 	// drain's cost of the feature.

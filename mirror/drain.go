@@ -147,6 +147,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		released:  make(map[TopicPartition]bool),
 		live:      newLiveDrain(),
 		win:       win,
+		clock:     newReadClock(),
 	}
 	if lim.window != nil {
 		d.winLatency.Store(new(latencyHistogram))
@@ -228,6 +229,8 @@ type drain struct {
 	// throttled counts sends refused with server-busy, throttledWait the
 	// nanoseconds senders backed off after them.
 	throttled, throttledWait atomic.Int64
+	// clock is where the readers spent their time (Report.ReadTime).
+	clock *readClock
 
 	commitMu sync.Mutex
 
@@ -410,13 +413,16 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	end := ps.end
 	ps.mu.Unlock()
 	backoff := d.m.opts.RetryBackoff
+	defer d.clock.begin()()
 	pf := &prefetcher{d: d, tp: ps.tp}
 	defer pf.stop()
 	for offset >= 0 && !ps.halted() && ctx.Err() == nil {
 		if offset >= end && !d.keepFollowing(ctx) {
 			return // caught up
 		}
+		t0 := time.Now()
 		f, err := pf.fetch(ctx, offset)
+		waited(&d.clock.kafka, t0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -498,11 +504,23 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		return true
 	}
 	weight := min(InFlightWeight(r), d.m.opts.InFlightBytes)
-	if err := d.inflight.Acquire(ctx, weight); err != nil {
-		return false
+	if !d.inflight.TryAcquire(weight) {
+		t0 := time.Now()
+		err := d.inflight.Acquire(ctx, weight)
+		waited(&d.clock.inFlight, t0)
+		if err != nil {
+			return false
+		}
 	}
 	it := &item{ps: ps, weight: weight, rec: *r}
 	ps.add(r)
+	select {
+	case s.in <- it:
+		return true
+	default:
+	}
+	t0 := time.Now()
+	defer waited(&d.clock.sender, t0)
 	select {
 	case s.in <- it:
 		return true

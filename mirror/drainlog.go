@@ -22,7 +22,10 @@ const DrainLogMessage = "drain"
 // or unknown) and latency_p50_ms, latency_p99_ms (Event Hubs'
 // acknowledgement minus the Kafka timestamp of the records mirrored; -1
 // without records), paused_age_ms (how long the oldest pause of a paused
-// topic had lasted; 0 when none). The structured line is at level ERROR
+// topic had lasted; 0 when none), waited_kafka_pct, waited_inflight_pct and
+// waited_senders_pct (the shares of the readers' time spent waiting for
+// Kafka, for the in-flight bound and for the senders: Report.ReadTime; 0
+// when nothing was read). The structured line is at level ERROR
 // when records could not be mirrored, else INFO. startFailed says the drain could not
 // start (its lag is then unknown).
 func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger string, budget time.Duration, startFailed bool) {
@@ -78,6 +81,9 @@ func LogReport(ctx context.Context, logger *slog.Logger, rep *Report, trigger st
 		"latency_p50_ms", latencyMillis(rep.Latency, false),
 		"latency_p99_ms", latencyMillis(rep.Latency, true),
 		"paused_age_ms", pausedAge(rep).Milliseconds(),
+		"waited_kafka_pct", rep.ReadTime.share(rep.ReadTime.Kafka),
+		"waited_inflight_pct", rep.ReadTime.share(rep.ReadTime.InFlight),
+		"waited_senders_pct", rep.ReadTime.share(rep.ReadTime.Senders),
 	)
 }
 

@@ -318,6 +318,7 @@ func windowSince(cum, prev *Report, since time.Time) *Report {
 	}
 	rep.Throttled -= prev.Throttled
 	rep.ThrottledWait -= prev.ThrottledWait
+	rep.ReadTime = rep.ReadTime.minus(prev.ReadTime)
 	rep.Outages = nil
 	for _, o := range cum.Outages {
 		if o.Ongoing() || o.Until.After(since) {

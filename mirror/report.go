@@ -58,6 +58,9 @@ type Report struct {
 	// acknowledged anything or was canceled.
 	Throttled     int64         `json:"throttled,omitempty"`
 	ThrottledWait time.Duration `json:"throttled_wait_ns,omitempty"`
+	// ReadTime is where the drain's readers spent their time: what bounded
+	// the drain.
+	ReadTime ReadTime `json:"read_time"`
 	// Stopped says why the drain ended.
 	Stopped string `json:"stopped"`
 	// Paused lists the topics left out because they are paused;
@@ -224,6 +227,9 @@ func (r *Report) Summary() string {
 	if r.Throttled > 0 {
 		fmt.Fprintf(&b, ", throttled by Event Hubs: %d sends refused (server-busy), %s backing off", r.Throttled, r.ThrottledWait.Round(time.Millisecond))
 	}
+	if r.Records > 0 && r.ReadTime.Total > 0 {
+		fmt.Fprintf(&b, ", %s", r.ReadTime)
+	}
 	if n := r.errorCount(); n > 0 {
 		fmt.Fprintf(&b, ", %d errors", n)
 	}
@@ -324,6 +330,7 @@ func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *
 	}
 	rep.Stopped = stopped
 	rep.Throttled, rep.ThrottledWait = d.throttled.Load(), time.Duration(d.throttledWait.Load())
+	rep.ReadTime = d.clock.read()
 	rep.Outages = d.live.outages(time.Now())
 	rep.Latency = latency
 	caughtUp := true
