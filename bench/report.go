@@ -221,7 +221,7 @@ func (r *Results) PrintTable(w io.Writer) error {
 		for _, cc := range r.Conditions {
 			for i, v := range cc.Variants {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%t\t%.1f\t%.2f\t%.4f\t%.4f\t%s\t\n", cc.Name, v.Variant.Name, v.Variant.KafkaRTT.Milliseconds(), v.Variant.EventHubsRTT.Milliseconds(),
-					v.Variant.TLS, v.Mirror.MBPerSecond(), cc.Fraction(i), v.Mirror.CPUPer1k(), v.Mirror.InfraCPUPer1k(), v.Mirror.ReadTime.Shares())
+					v.Variant.TLS, v.Mirror.MBPerSecond(), cc.Fraction(i), v.Mirror.CPUPer1k(), v.Mirror.InfraCPUPer1k(), readShares(v.Mirror.ReadTime))
 			}
 		}
 		if err := tw.Flush(); err != nil {
@@ -336,4 +336,13 @@ func (r *Results) Targets() []Target {
 		check(median(r.StartToReadyMs) < TargetStartToReadyMs, "start-to-ready: median %.1f ms (target < %.0f ms)", median(r.StartToReadyMs), TargetStartToReadyMs)
 	}
 	return out
+}
+
+// readShares is t's shares of the readers' waits, "-" when the phase
+// recorded none.
+func readShares(t *mirror.ReadTime) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Shares()
 }

@@ -156,11 +156,11 @@ func kafkaCommitCutMidDrain(t *testing.T, id, title string, dedup bool) {
 }
 
 // TestKafkaManyPartitionsLatency (3f) mirrors one topic of 500 partitions
-// while every OffsetCommit takes 50 ms more at the broker and the mirror's
-// every Fetch, metadata read (topics, watermarks) and OffsetFetch 50 ms more
-// on its way (added by the client: kfake's SleepControl races when two
-// slept requests share a connection, and the mirror's commits are one at a
-// time). Every drain must commit: one OffsetCommit carries every advanced
+// while every OffsetCommit takes 50 ms more at the broker and every Fetch,
+// topic listing, watermark read and committed-offset read of the mirror's
+// Kafka source 50 ms more on its way (added by the client, farSource:
+// kfake's SleepControl races when two slept requests share a connection,
+// and the mirror's commits are one at a time). Every drain must commit: one OffsetCommit carries every advanced
 // partition and the commit path fetches nothing.
 func TestKafkaManyPartitionsLatency(t *testing.T) {
 	e := newEnv(t, envConfig{Topics: []string{"prod.wide"}, Partitions: 500, HubPartitions: 4, KafkaDelay: 50 * time.Millisecond})

@@ -504,6 +504,9 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 		return true
 	}
 	weight := min(InFlightWeight(r), d.m.opts.InFlightBytes)
+	if ctx.Err() != nil {
+		return false // as Acquire would: a canceled reader hands nothing over
+	}
 	if !d.inflight.TryAcquire(weight) {
 		t0 := time.Now()
 		err := d.inflight.Acquire(ctx, weight)

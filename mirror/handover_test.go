@@ -75,6 +75,10 @@ func TestHandoverKeepsFollowingBetweenInvocations(t *testing.T) {
 	if rep2.Stopped != mirror.StopHandedOver || rep2.Records != 4 || rep2.Failed() {
 		t.Fatalf("second invocation: stopped %q, records %d, lines %q; want %q and the 4 records of the gap", rep2.Stopped, rep2.Records, rep2.Lines(), mirror.StopHandedOver)
 	}
+	// Its readers' time is this window's, not the drain's since the first.
+	if rt, most := rep2.ReadTime, time.Duration(len(rep2.Partitions))*(rep2.Duration+100*time.Millisecond); rt.Total <= 0 || rt.Total > most {
+		t.Fatalf("second invocation: readers' time %v over %d partitions in a window of %v; want (0, %v]", rt.Total, len(rep2.Partitions), rep2.Duration, most)
+	}
 
 	// No third invocation: the drain stops within the grace and commits.
 	for range 3 {

@@ -45,11 +45,8 @@ func (t ReadTime) String() string {
 }
 
 // Shares renders the shares alone, "13% / 45% / 19%" (Kafka, in-flight
-// bound, senders); "-" for a nil t.
-func (t *ReadTime) Shares() string {
-	if t == nil {
-		return "-"
-	}
+// bound, senders).
+func (t ReadTime) Shares() string {
 	return fmt.Sprintf("%d%% / %d%% / %d%%", t.share(t.Kafka), t.share(t.InFlight), t.share(t.Senders))
 }
 
