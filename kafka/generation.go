@@ -82,6 +82,7 @@ func (m *membership) pump() {
 			m.settle(g)
 			close(g.settled)
 		})
+		gen.Start(m.watchPartitions)
 		m.mu.Lock()
 		m.memberID = gen.MemberID
 		m.current = g

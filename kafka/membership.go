@@ -14,10 +14,6 @@ import (
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
-// partitionWatchInterval is how often a member checks the partition counts
-// of its subscribed topics.
-const partitionWatchInterval = 2 * time.Second
-
 // errMembershipClosed is what the gated dialer answers once a membership is
 // closing, so kafka-go's ConsumerGroup cannot rejoin behind our back.
 var errMembershipClosed = errors.New("kafka: group membership closed")
@@ -236,15 +232,14 @@ func (s *Source) newMembership(topics []string) (*membership, error) {
 		Brokers: s.opts.Brokers,
 		Dialer:  s.memberDialer(m.dial),
 		Topics:  topics,
-		// A partition added to a subscribed topic ends the generation,
-		// so the group rebalances and the new partition gets an owner, as
-		// a Java consumer's metadata refresh does.
-		WatchPartitionChanges:  true,
-		PartitionWatchInterval: partitionWatchInterval,
-		GroupBalancers:         []kafkago.GroupBalancer{kafkago.RoundRobinGroupBalancer{}, kafkago.RangeGroupBalancer{}},
-		HeartbeatInterval:      s.opts.HeartbeatInterval,
-		SessionTimeout:         s.opts.SessionTimeout,
-		RebalanceTimeout:       s.opts.RebalanceTimeout,
+		// kafka-go's own watcher asks for each topic's partitions on its
+		// own every interval (one request per topic: 100 a second for
+		// 200 topics); watchPartitions asks for all of them at once.
+		WatchPartitionChanges: false,
+		GroupBalancers:        []kafkago.GroupBalancer{kafkago.RoundRobinGroupBalancer{}, kafkago.RangeGroupBalancer{}},
+		HeartbeatInterval:     s.opts.HeartbeatInterval,
+		SessionTimeout:        s.opts.SessionTimeout,
+		RebalanceTimeout:      s.opts.RebalanceTimeout,
 		// Only reached when a rejoin fails; the membership is closed
 		// then anyway (see pump), so keep kafka-go from sleeping long.
 		JoinGroupBackoff: 200 * time.Millisecond,

@@ -18,8 +18,8 @@ import (
 // (v12, Kafka 3.1: topic ids in responses since v10).
 const maxMetadataVersion = 12
 
-// topicMetadataRequest is a Metadata request for every topic that returns
-// topic ids (KIP-516). kafka-go v0.4.51 speaks Metadata up to v8 only and
+// topicMetadataRequest is a Metadata request for every topic (or the topics
+// it names) that returns topic ids (KIP-516). kafka-go v0.4.51 speaks Metadata up to v8 only and
 // has no topic id field, so this message takes over the exchange on one of
 // the Transport's pooled connections (after its TLS, ApiVersions and SASL
 // set-up): protocol.RawExchanger lets a message write itself and read its
@@ -30,6 +30,8 @@ const maxMetadataVersion = 12
 type topicMetadataRequest struct {
 	clientID string
 	version  *atomic.Int32 // negotiated Metadata version, 0 = not yet known
+	// topics, when not nil, are the topics asked about; nil asks for all.
+	topics []string
 }
 
 // topicMetadata is the response: every topic with its id ("" when the broker
@@ -91,6 +93,13 @@ func (r *topicMetadataRequest) RawExchange(rw io.ReadWriter) (protocol.Message, 
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = v
 	req.Topics = nil // all topics
+	if r.topics != nil {
+		req.Topics = make([]kmsg.MetadataRequestTopic, len(r.topics))
+		for i, name := range r.topics {
+			req.Topics[i] = kmsg.NewMetadataRequestTopic()
+			req.Topics[i].Topic = kmsg.StringPtr(name)
+		}
+	}
 	req.AllowAutoTopicCreation = false
 	res := kmsg.NewPtrMetadataResponse()
 	res.Version = v
@@ -176,12 +185,13 @@ func protocolError(code int16) error {
 	return kafkago.Error(code)
 }
 
-// topicMetadata sends a topicMetadataRequest through the Transport (a fresh
-// request to the cluster, never the Transport's cache).
-func (s *Source) topicMetadata(ctx context.Context) (*topicMetadata, error) {
+// topicMetadata sends a topicMetadataRequest for topics (nil: every topic)
+// through the Transport (a fresh request to the cluster, never the
+// Transport's cache).
+func (s *Source) topicMetadata(ctx context.Context, topics ...string) (*topicMetadata, error) {
 	rctx, cancel := s.requestCtx(ctx, 0)
 	defer cancel()
-	m, err := s.transport.RoundTrip(rctx, s.addr, &topicMetadataRequest{clientID: s.opts.ClientID, version: &s.metadataVersion})
+	m, err := s.transport.RoundTrip(rctx, s.addr, &topicMetadataRequest{clientID: s.opts.ClientID, version: &s.metadataVersion, topics: topics})
 	if err != nil {
 		s.metadataVersion.Store(0) // the broker may have been replaced
 		return nil, err
