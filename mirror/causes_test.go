@@ -72,13 +72,22 @@ func TestLatencyQuantiles(t *testing.T) {
 	if h.summary() != nil {
 		t.Fatal("summary without observations")
 	}
+	// Two batches' counts, added one after the other.
+	var a, b latencyCounts
 	for i := range 100 {
 		d := 10 * time.Millisecond
 		if i == 99 {
 			d = 2 * time.Second
 		}
-		h.observe(d)
+		if i < 60 {
+			a.observe(d)
+		} else {
+			b.observe(d)
+		}
 	}
+	h.add(&b)
+	h.add(&a)
+	h.add(&latencyCounts{})
 	s := h.summary()
 	if s.Records != 100 || s.P50 < 10*time.Millisecond || s.P50 > 12*time.Millisecond || s.P99 > 12*time.Millisecond || s.Max != 2*time.Second {
 		t.Errorf("latency %+v", s)

@@ -122,7 +122,7 @@ func (d *drain) intentCommit(ctx context.Context, problem func(string)) {
 		ps.mu.Lock()
 		// A following drain may send on any partition, even one caught
 		// up now.
-		active := !ps.failed && (ps.start < ps.end || d.following())
+		active := !ps.failed.Load() && (ps.start < ps.end || d.following())
 		start := ps.start
 		ps.mu.Unlock()
 		if !active {

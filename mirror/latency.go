@@ -32,16 +32,38 @@ func bucketUpper(i int) time.Duration {
 	return time.Duration(math.Exp2(float64(i)/4) * float64(time.Millisecond))
 }
 
-func (h *latencyHistogram) observe(d time.Duration) {
-	d = max(d, 0)
-	h.counts[latencyBucket(d)].Add(1)
-	h.n.Add(1)
+// add adds the latencies counted in c.
+func (h *latencyHistogram) add(c *latencyCounts) {
+	if c.n == 0 {
+		return
+	}
+	for i, n := range c.counts {
+		if n > 0 {
+			h.counts[i].Add(n)
+		}
+	}
+	h.n.Add(c.n)
 	for {
 		m := h.max.Load()
-		if int64(d) <= m || h.max.CompareAndSwap(m, int64(d)) {
+		if int64(c.max) <= m || h.max.CompareAndSwap(m, int64(c.max)) {
 			return
 		}
 	}
+}
+
+// latencyCounts counts latencies in one goroutine (one sent batch's), to be
+// added to a latencyHistogram at once rather than record by record.
+type latencyCounts struct {
+	counts [latencyBuckets]int64
+	n      int64
+	max    time.Duration
+}
+
+func (c *latencyCounts) observe(d time.Duration) {
+	d = max(d, 0)
+	c.counts[latencyBucket(d)]++
+	c.n++
+	c.max = max(c.max, d)
 }
 
 // Latency summarises end-to-end latencies (Event Hubs' acknowledgement

@@ -95,7 +95,7 @@ func (p *partitionState) settled() bool {
 			return false
 		}
 	}
-	return min(p.next, p.verified) <= p.committed || (p.failed && p.head == len(p.pending))
+	return min(p.next, p.verified) <= p.committed || (p.failed.Load() && p.head == len(p.pending))
 }
 
 // resumedCatchUp is the catch-up a resume starts: narrowed to the resumed

@@ -217,15 +217,23 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 	}
 	s.d.acked.Add(1)
 	var weight int64
+	var lat latencyCounts
 	now := time.Now()
-	win := s.d.winLatency.Load()
-	for _, it := range items {
-		it.ps.ack(it.rec.Offset, len(it.rec.Value))
-		s.d.latency.observe(now.Sub(it.rec.Time))
-		if win != nil {
-			win.observe(now.Sub(it.rec.Time))
+	for run := items; len(run) > 0; {
+		n := 1
+		for n < len(run) && run[n].ps == run[0].ps {
+			n++
 		}
+		run[0].ps.ack(run[:n], now)
+		run = run[n:]
+	}
+	for _, it := range items {
+		lat.observe(now.Sub(it.rec.Time))
 		weight += it.weight
+	}
+	s.d.latency.add(&lat)
+	if win := s.d.winLatency.Load(); win != nil {
+		win.add(&lat)
 	}
 	s.d.inflight.Release(weight)
 }

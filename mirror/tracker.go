@@ -3,6 +3,7 @@ package mirror
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,8 +29,10 @@ type partitionState struct {
 	next      int64           // commit point once every pending record is done
 	committed int64           // last offset committed by this drain, or startCommitted
 	end       int64           // latest known end offset
-	failed    bool
-	err       error
+	// failed is set, with err, under mu; senders read it for every
+	// record without taking mu.
+	failed atomic.Bool
+	err    error
 	// changedLog is set when the topic was deleted and recreated during
 	// the drain: nothing more is committed.
 	changedLog bool
@@ -115,20 +118,29 @@ func (p *partitionState) find(offset int64) *pendingRecord {
 	return nil
 }
 
-// ack marks the record at offset accepted by Event Hubs.
-func (p *partitionState) ack(offset int64, size int) {
+// ack marks the records of items, all of p's and in offset order, accepted
+// by Event Hubs at now.
+func (p *partitionState) ack(items []*item, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if r := p.find(offset); r != nil {
-		r.done, r.acked = true, true
+	rest := p.pending[p.head:]
+	i := sort.Search(len(rest), func(i int) bool { return rest[i].offset >= items[0].rec.Offset })
+	for _, it := range items {
+		offset := it.rec.Offset
+		for i < len(rest) && rest[i].offset < offset {
+			i++
+		}
+		if i < len(rest) && rest[i].offset == offset {
+			rest[i].done, rest[i].acked = true, true
+		}
+		p.records++
+		p.bytes += int64(len(it.rec.Value))
+		if p.first < 0 || offset < p.first {
+			p.first = offset
+		}
+		p.last = max(p.last, offset)
 	}
-	p.records++
-	p.bytes += int64(size)
-	p.lastAck = time.Now()
-	if p.first < 0 || offset < p.first {
-		p.first = offset
-	}
-	p.last = max(p.last, offset)
+	p.lastAck = now
 }
 
 // skip marks the record at offset left out under the skip policy.
@@ -146,8 +158,9 @@ func (p *partitionState) skip(offset int64) {
 func (p *partitionState) fail(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.failed {
-		p.failed, p.err = true, err
+	if !p.failed.Load() {
+		p.err = err
+		p.failed.Store(true)
 	}
 }
 
@@ -181,7 +194,7 @@ func (p *partitionState) hold(err error) {
 func (p *partitionState) halted() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.failed || p.changedLog || p.held || p.pausedNow
+	return p.failed.Load() || p.changedLog || p.held || p.pausedNow
 }
 
 func (p *partitionState) isRecreated() bool {
@@ -190,11 +203,7 @@ func (p *partitionState) isRecreated() bool {
 	return p.changedLog
 }
 
-func (p *partitionState) isFailed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.failed
-}
+func (p *partitionState) isFailed() bool { return p.failed.Load() }
 
 // sending records that the event of the record at offset is being sent.
 func (p *partitionState) sending(offset int64) {

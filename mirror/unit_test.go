@@ -134,17 +134,23 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 	if got := point(); got != 10 {
 		t.Fatalf("nothing acked: commit point %d, want 10", got)
 	}
-	ps.ack(11, 1)
-	ps.ack(12, 1)
+	ack := func(offsets ...int64) {
+		var items []*item
+		for _, o := range offsets {
+			items = append(items, &item{ps: ps, rec: Record{Offset: o, Value: []byte{byte(o)}}})
+		}
+		ps.ack(items, time.Now())
+	}
+	ack(11, 12)
 	if got := point(); got != 10 {
 		t.Fatalf("10 unacked: commit point %d, want 10", got)
 	}
-	ps.ack(10, 1)
+	ack(10)
 	if got := point(); got != 13 {
 		t.Fatalf("10..12 acked: commit point %d, want 13", got)
 	}
 	ps.skip(13)
-	ps.ack(14, 1)
+	ack(14)
 	ps.advance(17) // the fetch skipped control records up to 17
 	if got := point(); got != 15 {
 		t.Fatalf("all done, identity confirmed up to 15: commit point %d, want 15", got)
@@ -235,4 +241,38 @@ func FuzzCommitMeta(f *testing.F) {
 			t.Fatalf("%q -> %+v -> %q -> %+v", s, m, enc, back)
 		}
 	})
+}
+
+// A sender acknowledges the records of one partition in a batch together:
+// with hash partitioning they are every few offsets (the others went to
+// other hub partitions), and only they are marked, counted and summed.
+func TestTrackerAcknowledgesARunOfSparseOffsets(t *testing.T) {
+	ps := newPartitionState(TopicPartition{"t", 0}, "t", NoOffset)
+	ps.begin(10, 30)
+	for o := int64(10); o < 20; o++ {
+		ps.add(&Record{Offset: o, Value: make([]byte, o)})
+	}
+	ps.confirm(ps.readMark())
+	run := func(offsets ...int64) []*item {
+		var items []*item
+		for _, o := range offsets {
+			items = append(items, &item{ps: ps, rec: Record{Offset: o, Value: make([]byte, o)}})
+		}
+		return items
+	}
+	at := time.Now()
+	ps.ack(run(11, 13, 16), at)
+	if got := ps.commitPoint(); got != 10 {
+		t.Fatalf("10 unacknowledged: commit point %d, want 10", got)
+	}
+	ps.ack(run(10, 12, 14, 15), at)
+	if got := ps.commitPoint(); got != 17 {
+		t.Fatalf("10..16 acknowledged: commit point %d, want 17", got)
+	}
+	ps.ack(run(17, 18, 19), at)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.records != 10 || ps.bytes != 145 || ps.first != 10 || ps.last != 19 || !ps.lastAck.Equal(at) {
+		t.Errorf("records %d, bytes %d, first %d, last %d, last ack %v; want 10, 145, 10, 19, %v", ps.records, ps.bytes, ps.first, ps.last, ps.lastAck, at)
+	}
 }
