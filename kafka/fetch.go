@@ -30,7 +30,8 @@ const requestMaxBytesSlack = 64 << 20
 // whole batch when the first is larger), under read_committed isolation.
 //
 // It sends the same Fetch request as kafka-go's Client.Fetch (MinBytes 1,
-// MaxWait = Options.FetchMaxWait, no fetch session) through the Source's
+// MaxWait = Options.FetchMaxWait, longer for an idle partition up to
+// Options.FetchIdleMaxWait; no fetch session) through the Source's
 // Transport, but keeps what Client.Fetch drops: the list of aborted
 // transactions, so records of aborted transactions are filtered out exactly
 // as the Java consumer does; control batches (transaction markers) are
@@ -61,7 +62,7 @@ func (s *Source) Fetch(ctx context.Context, tp mirror.TopicPartition, offset int
 	if maxBytes <= 0 {
 		maxBytes = DefaultFetchMaxBytes
 	}
-	maxWait := s.opts.FetchMaxWait
+	maxWait := s.pollWait(tp)
 	if d, ok := ctx.Deadline(); ok {
 		if half := time.Until(d) / 2; half < maxWait {
 			maxWait = max(half, 0)
@@ -139,7 +140,36 @@ func (s *Source) Fetch(ctx context.Context, tp mirror.TopicPartition, offset int
 	}
 	fetched.Records = recs
 	fetched.Next = next
+	s.polled(tp, len(recs) == 0 && next == offset)
 	return fetched, nil
+}
+
+// pollWait is the long-poll wait of tp's next fetch: FetchMaxWait, or
+// longer after fetches that found nothing new (see
+// Options.FetchIdleMaxWait).
+func (s *Source) pollWait(tp mirror.TopicPartition) time.Duration {
+	s.idleMu.Lock()
+	defer s.idleMu.Unlock()
+	if w, ok := s.idleWaits[tp]; ok {
+		return w
+	}
+	return s.opts.FetchMaxWait
+}
+
+// polled records whether a fetch of tp found nothing new: its next wait
+// doubles, up to FetchIdleMaxWait; otherwise it is FetchMaxWait again.
+func (s *Source) polled(tp mirror.TopicPartition, idle bool) {
+	s.idleMu.Lock()
+	defer s.idleMu.Unlock()
+	if !idle || s.opts.FetchIdleMaxWait <= s.opts.FetchMaxWait {
+		delete(s.idleWaits, tp)
+		return
+	}
+	w, ok := s.idleWaits[tp]
+	if !ok {
+		w = s.opts.FetchMaxWait
+	}
+	s.idleWaits[tp] = min(2*w, s.opts.FetchIdleMaxWait)
 }
 
 // responseWatermarks extracts Start/End from a fetch response partition,

@@ -454,3 +454,61 @@ func TestThreeBrokers(t *testing.T) {
 		t.Fatalf("fetch after a leader move: %v, %d records", err, len(f.Records))
 	}
 }
+
+// An idle partition's long polls double, from FetchMaxWait up to
+// FetchIdleMaxWait, so idle partitions send few requests; a record produced
+// during a long poll is still returned at once; and a fetch that returns
+// records sets the wait back to FetchMaxWait.
+func TestIdlePartitionLongPollsLonger(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	addrs := c.ListenAddrs()
+	s := newTestSource(t, addrs, "g-idle", func(o *Options) {
+		o.FetchMaxWait, o.FetchIdleMaxWait = 100*time.Millisecond, 2*time.Second
+	})
+	ctx := ctxT(t, 60*time.Second)
+	producer := newProducer(t, addrs)
+	produceN(t, producer, "prod.test1", 0, 1)
+	tp := mirror.TopicPartition{Topic: "prod.test1", Partition: 0}
+	fetch := func(offset int64) (mirror.Fetched, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		f, err := s.Fetch(ctx, tp, offset, 0)
+		if err != nil {
+			t.Fatalf("fetch at %d: %v", offset, err)
+		}
+		return f, time.Since(start)
+	}
+	if f, _ := fetch(0); len(f.Records) != 1 || f.Next != 1 {
+		t.Fatalf("first fetch: %d records, next %d", len(f.Records), f.Next)
+	}
+	// Idle: waits of 100, 200, 400, 800, 1,600 and 2,000 ms.
+	for i, want := range []time.Duration{100, 200, 400, 800, 1600, 2000} {
+		want *= time.Millisecond
+		f, took := fetch(1)
+		if len(f.Records) != 0 || f.Next != 1 {
+			t.Fatalf("idle fetch %d: %d records, next %d", i, len(f.Records), f.Next)
+		}
+		if took < want*9/10 || took > want+2*time.Second {
+			t.Errorf("idle fetch %d took %s, want its long poll of %s", i, took, want)
+		}
+	}
+	// A record produced 300 ms into a 2 s long poll comes back at once.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		if err := producer.ProduceSync(ctx, &kgo.Record{Topic: tp.Topic, Partition: tp.Partition, Value: []byte("late")}).FirstErr(); err != nil {
+			t.Errorf("produce: %v", err)
+		}
+	}()
+	f, took := fetch(1)
+	if len(f.Records) != 1 || f.Next != 2 {
+		t.Fatalf("fetch during the produce: %d records, next %d", len(f.Records), f.Next)
+	}
+	if took > 1500*time.Millisecond {
+		t.Errorf("the record produced 300 ms into the long poll came back after %s, want well before its 2 s", took)
+	}
+	// Records came: the next long poll is FetchMaxWait again.
+	if _, took := fetch(2); took > time.Second {
+		t.Errorf("the long poll after records took %s, want about 100 ms", took)
+	}
+}

@@ -64,6 +64,11 @@ type Source struct {
 	refreshMu   sync.Mutex
 	lastRefresh time.Time
 
+	// idleWaits holds, for each partition whose last fetch found nothing
+	// new, the long-poll wait of its next fetch (Options.FetchIdleMaxWait).
+	idleMu    sync.Mutex
+	idleWaits map[mirror.TopicPartition]time.Duration
+
 	mu      sync.Mutex
 	closed  bool
 	members map[*membership]struct{}
@@ -120,6 +125,7 @@ func NewSource(opts Options) (*Source, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		members:   make(map[*membership]struct{}),
+		idleWaits: make(map[mirror.TopicPartition]time.Duration),
 	}
 	s.commits, s.stopCommits = context.WithCancel(ctx)
 	return s, nil
