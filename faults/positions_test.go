@@ -160,8 +160,9 @@ func kafkaCommitCutMidDrain(t *testing.T, id, title string, dedup bool) {
 // topic listing, watermark read and committed-offset read of the mirror's
 // Kafka source 50 ms more on its way (added by the client, farSource:
 // kfake's SleepControl races when two slept requests share a connection,
-// and the mirror's commits are one at a time). Every drain must commit: one OffsetCommit carries every advanced
-// partition and the commit path fetches nothing.
+// and the mirror's commits are one at a time). Every drain must commit: one
+// OffsetCommit carries every advanced partition and the commit path fetches
+// nothing.
 func TestKafkaManyPartitionsLatency(t *testing.T) {
 	e := newEnv(t, envConfig{Topics: []string{"prod.wide"}, Partitions: 500, HubPartitions: 4, KafkaDelay: 50 * time.Millisecond})
 	f := newFigures(t, "3f", "500 partitions, 50 ms injected broker latency")

@@ -57,6 +57,27 @@ type CustomHandler struct {
 	Legacy bool
 }
 
+// handlerDescription is the "description" of host.json's customHandler
+// (or legacy httpWorker) section: how the host starts the handler.
+type handlerDescription struct {
+	DefaultExecutablePath string   `json:"defaultExecutablePath"`
+	WorkingDirectory      string   `json:"workingDirectory"`
+	Arguments             []string `json:"arguments"`
+	DefaultWorkerPath     string   `json:"defaultWorkerPath"`
+	WorkerArguments       []string `json:"workerArguments"`
+}
+
+// handler is the CustomHandler d describes, its HTTP flags unset.
+func (d handlerDescription) handler() CustomHandler {
+	return CustomHandler{
+		DefaultExecutablePath: d.DefaultExecutablePath,
+		WorkingDirectory:      d.WorkingDirectory,
+		Arguments:             d.Arguments,
+		DefaultWorkerPath:     d.DefaultWorkerPath,
+		WorkerArguments:       d.WorkerArguments,
+	}
+}
+
 // ParseHostJSON parses host.json. Member names match case-insensitively
 // (.NET configuration is case-insensitive).
 func ParseHostJSON(data []byte) (HostConfig, error) {
@@ -68,26 +89,14 @@ func ParseHostJSON(data []byte) (HostConfig, error) {
 		Version         *string `json:"version"`
 		FunctionTimeout *string `json:"functionTimeout"`
 		CustomHandler   *struct {
-			Description struct {
-				DefaultExecutablePath string   `json:"defaultExecutablePath"`
-				WorkingDirectory      string   `json:"workingDirectory"`
-				Arguments             []string `json:"arguments"`
-				DefaultWorkerPath     string   `json:"defaultWorkerPath"`
-				WorkerArguments       []string `json:"workerArguments"`
-			} `json:"description"`
-			EnableForwardingHTTPRequest bool    `json:"enableForwardingHttpRequest"`
-			EnableProxyingHTTPRequest   bool    `json:"enableProxyingHttpRequest"`
-			InitializationTimeout       *string `json:"initializationTimeout"`
+			Description                 handlerDescription `json:"description"`
+			EnableForwardingHTTPRequest bool               `json:"enableForwardingHttpRequest"`
+			EnableProxyingHTTPRequest   bool               `json:"enableProxyingHttpRequest"`
+			InitializationTimeout       *string            `json:"initializationTimeout"`
 		} `json:"customHandler"`
 		HTTPWorker *struct {
-			Description struct {
-				DefaultExecutablePath string   `json:"defaultExecutablePath"`
-				WorkingDirectory      string   `json:"workingDirectory"`
-				Arguments             []string `json:"arguments"`
-				DefaultWorkerPath     string   `json:"defaultWorkerPath"`
-				WorkerArguments       []string `json:"workerArguments"`
-			} `json:"description"`
-			InitializationTimeout *string `json:"initializationTimeout"`
+			Description           handlerDescription `json:"description"`
+			InitializationTimeout *string            `json:"initializationTimeout"`
 		} `json:"httpWorker"`
 		Extensions struct {
 			HTTP struct {
@@ -121,28 +130,14 @@ func ParseHostJSON(data []byte) (HostConfig, error) {
 	initTimeout := (*string)(nil)
 	switch {
 	case doc.CustomHandler != nil:
-		d := doc.CustomHandler.Description
-		cfg.CustomHandler = CustomHandler{
-			DefaultExecutablePath:       d.DefaultExecutablePath,
-			WorkingDirectory:            d.WorkingDirectory,
-			Arguments:                   d.Arguments,
-			DefaultWorkerPath:           d.DefaultWorkerPath,
-			WorkerArguments:             d.WorkerArguments,
-			EnableForwardingHTTPRequest: doc.CustomHandler.EnableForwardingHTTPRequest,
-			EnableProxyingHTTPRequest:   doc.CustomHandler.EnableProxyingHTTPRequest,
-		}
+		cfg.CustomHandler = doc.CustomHandler.Description.handler()
+		cfg.CustomHandler.EnableForwardingHTTPRequest = doc.CustomHandler.EnableForwardingHTTPRequest
+		cfg.CustomHandler.EnableProxyingHTTPRequest = doc.CustomHandler.EnableProxyingHTTPRequest
 		initTimeout = doc.CustomHandler.InitializationTimeout
 	case doc.HTTPWorker != nil:
-		d := doc.HTTPWorker.Description
-		cfg.CustomHandler = CustomHandler{
-			DefaultExecutablePath:       d.DefaultExecutablePath,
-			WorkingDirectory:            d.WorkingDirectory,
-			Arguments:                   d.Arguments,
-			DefaultWorkerPath:           d.DefaultWorkerPath,
-			WorkerArguments:             d.WorkerArguments,
-			EnableForwardingHTTPRequest: true,
-			Legacy:                      true,
-		}
+		cfg.CustomHandler = doc.HTTPWorker.Description.handler()
+		cfg.CustomHandler.EnableForwardingHTTPRequest = true
+		cfg.CustomHandler.Legacy = true
 		initTimeout = doc.HTTPWorker.InitializationTimeout
 	default:
 		return HostConfig{}, errors.New(`host.json: "customHandler" section is missing`)
