@@ -451,9 +451,9 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
 			pf.start(ctx, f.Next)
 		}
+		items := make([]item, len(f.Records))
 		for i := range f.Records {
-			r := &f.Records[i]
-			if !d.handOver(ctx, ps, r) {
+			if !d.handOver(ctx, ps, &f.Records[i], &items[i]) {
 				return
 			}
 		}
@@ -469,9 +469,9 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 }
 
 // handOver charges the drain's bounds for r and queues its event for the
-// sender of its hub partition. It returns false when the partition must stop
-// reading.
-func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
+// sender of its hub partition, as it, which it fills. It returns false when
+// the partition must stop reading.
+func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record, it *item) bool {
 	if d.isStopped() || ps.halted() {
 		return false
 	}
@@ -515,7 +515,7 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) boo
 			return false
 		}
 	}
-	it := &item{ps: ps, weight: weight, rec: *r}
+	*it = item{ps: ps, weight: weight, rec: r}
 	ps.add(r)
 	select {
 	case s.in <- it:

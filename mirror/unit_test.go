@@ -137,7 +137,7 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 	ack := func(offsets ...int64) {
 		var items []*item
 		for _, o := range offsets {
-			items = append(items, &item{ps: ps, rec: Record{Offset: o, Value: []byte{byte(o)}}})
+			items = append(items, &item{ps: ps, rec: &Record{Offset: o, Value: []byte{byte(o)}}})
 		}
 		ps.ack(items, time.Now())
 	}
@@ -256,7 +256,7 @@ func TestTrackerAcknowledgesARunOfSparseOffsets(t *testing.T) {
 	run := func(offsets ...int64) []*item {
 		var items []*item
 		for _, o := range offsets {
-			items = append(items, &item{ps: ps, rec: Record{Offset: o, Value: make([]byte, o)}})
+			items = append(items, &item{ps: ps, rec: &Record{Offset: o, Value: make([]byte, o)}})
 		}
 		return items
 	}

@@ -7,34 +7,35 @@ import (
 )
 
 // retainedPerItem measures the heap that n items of 100 B keyed records
-// hold beyond their key and value bytes: the records' keys and values sit in
-// one slab per 1,000 records, as the Kafka adapter fetches them, and the
-// items in a sender's queue, as handOver leaves them.
+// hold beyond their key and value bytes, laid out as the reader leaves them:
+// per fetch of 1,000 records, one slab of keys and values and one slice of
+// records (as the Kafka adapter decodes them) and one slice of items
+// pointing at them, queued in a sender's queue.
 func retainedPerItem(n int) float64 {
-	const size, keyLen, perSlab = 100, 16, 1000
+	const size, keyLen, perFetch = 100, 16, 1000
 	ps := &partitionState{tp: TopicPartition{Topic: "orders", Partition: 3}}
-	recs := make([]Record, 0, n)
-	for len(recs) < n {
-		slab := make([]byte, perSlab*(size+keyLen))
-		for range perSlab {
-			key, val := slab[:keyLen:keyLen], slab[keyLen:keyLen+size:keyLen+size]
-			slab = slab[keyLen+size:]
-			recs = append(recs, Record{Topic: "orders", Partition: 3, Offset: int64(len(recs)) + 1e9, Key: key, Value: val, Time: time.UnixMilli(1.7e12)})
-		}
-	}
 	q := make(chan *item, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	for i := range recs {
-		r := &recs[i]
-		q <- &item{ps: ps, weight: InFlightWeight(r), rec: *r}
+	slabs := 0
+	for queued := 0; queued < n; queued += perFetch {
+		slab := make([]byte, perFetch*(size+keyLen))
+		slabs += len(slab)
+		recs := make([]Record, perFetch)
+		items := make([]item, perFetch)
+		for i := range recs {
+			key, val := slab[:keyLen:keyLen], slab[keyLen:keyLen+size:keyLen+size]
+			slab = slab[keyLen+size:]
+			recs[i] = Record{Topic: "orders", Partition: 3, Offset: int64(queued+i) + 1e9, Key: key, Value: val, Time: time.UnixMilli(1.7e12)}
+			items[i] = item{ps: ps, weight: InFlightWeight(&recs[i]), rec: &recs[i]}
+			q <- &items[i]
+		}
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(q)
-	runtime.KeepAlive(recs)
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)-int64(slabs)) / float64(n)
 }
 
 // TestInFlightWeightCoversAnItem: the engine's share of a record's weight
