@@ -11,10 +11,22 @@ import (
 // to the senders, so that the round trip overlaps with the work. One fetch
 // of FetchBytes covers a short round trip; a far Kafka (tens of
 // milliseconds) needs more bytes per round trip, or the partition waits for
-// its data. The pipeline therefore measures the round trip (the fastest
-// fetch the drain has seen, which is the network round trip plus the least
-// time a broker took to serve) and asks, per prefetch, for one more
-// FetchBytes per fetchRTTStep of it, at most maxFetchScale of them.
+// its data. The pipeline therefore measures the round trip to Kafka and
+// asks, per prefetch, for one more FetchBytes per fetchRTTStep of it, at
+// most maxFetchScale of them.
+//
+// The round trip is the shortest of the drain's watermark request (sent as
+// the drain starts, with next to nothing for the broker to serve) and its
+// fetches that returned records. Fetches alone measured the broker's
+// serving time as much as the distance: on a busy machine a loopback fetch
+// of 1 MiB took 56–170 ms, and the drain's first fetches, which all leave
+// together and queue behind each other at the broker, took 163 ms at the
+// fastest (bench runs, 2026-12-04). Every prefetch then asked for 2.4 MiB
+// instead of 1 MiB, which a fetch does not serve faster, and for 100 B
+// records the drain's heap doubled in its first second (kafka-go holds a
+// fetched 100 B record in about 3.5 times its bytes). So neither each
+// partition's first fetch nor a fetch that returned nothing (a long poll
+// the broker held) is measured.
 //
 // Prefetched fetches are charged to the drain's in-flight bound
 // (Options.InFlightBytes) from the moment they are sent until the reader
@@ -104,6 +116,9 @@ type prefetcher struct {
 	d       *drain
 	tp      TopicPartition
 	pending *pendingFetch
+	// fetched is set once the partition's first fetch returned: that one
+	// is not measured (see above).
+	fetched bool
 }
 
 // pendingFetch is one fetch running in the background.
@@ -138,14 +153,20 @@ func (p *prefetcher) fetch(ctx context.Context, offset int64) (Fetched, error) {
 		<-pf.done
 		p.d.releasePrefetch(pf.charge)
 	}
+	if !p.fetched {
+		f, err := p.d.m.source.Fetch(ctx, p.tp, offset, p.d.m.opts.FetchBytes)
+		p.fetched = err == nil
+		return f, err
+	}
 	return p.timedFetch(ctx, offset, p.d.m.opts.FetchBytes)
 }
 
-// timedFetch fetches and records how long a successful fetch took.
+// timedFetch fetches and records how long a fetch that returned records
+// took.
 func (p *prefetcher) timedFetch(ctx context.Context, offset int64, maxBytes int) (Fetched, error) {
 	t0 := time.Now()
 	f, err := p.d.m.source.Fetch(ctx, p.tp, offset, maxBytes)
-	if err == nil {
+	if err == nil && len(f.Records) > 0 {
 		p.d.pipe.observe(time.Since(t0))
 	}
 	return f, err

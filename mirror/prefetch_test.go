@@ -14,22 +14,29 @@ import (
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
-// distantSource puts a fixed delay in front of every fetch of the real
-// Kafka source (a Kafka that far away) and records what the fetches ask for.
+// distantSource puts a fixed delay in front of every fetch and watermark
+// request of the real Kafka source (a Kafka that far away) and records what
+// the fetches ask for.
 type distantSource struct {
 	mirror.Source
 	delay time.Duration
 
 	mu sync.Mutex
-	// asked is every fetch's maxBytes; inFlight and maxInFlight are the
-	// bytes asked by the fetches running now and the most of them at once.
+	// asked is every fetch's maxBytes, byPartition the same per partition
+	// in order; inFlight and maxInFlight are the bytes asked by the fetches
+	// running now and the most of them at once.
 	asked                 []int
+	byPartition           map[mirror.TopicPartition][]int
 	inFlight, maxInFlight int
 }
 
 func (s *distantSource) Fetch(ctx context.Context, tp mirror.TopicPartition, offset int64, maxBytes int) (mirror.Fetched, error) {
 	s.mu.Lock()
 	s.asked = append(s.asked, maxBytes)
+	if s.byPartition == nil {
+		s.byPartition = make(map[mirror.TopicPartition][]int)
+	}
+	s.byPartition[tp] = append(s.byPartition[tp], maxBytes)
 	s.inFlight += maxBytes
 	s.maxInFlight = max(s.maxInFlight, s.inFlight)
 	s.mu.Unlock()
@@ -46,6 +53,17 @@ func (s *distantSource) Fetch(ctx context.Context, tp mirror.TopicPartition, off
 	case <-t.C:
 	}
 	return s.Source.Fetch(ctx, tp, offset, maxBytes)
+}
+
+func (s *distantSource) Watermarks(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]mirror.Watermarks, error) {
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	return s.Source.Watermarks(ctx, tps)
 }
 
 func (s *distantSource) largestAsk() int {
@@ -122,6 +140,14 @@ func TestFarKafkaPrefetchesMorePerRoundTrip(t *testing.T) {
 	want := min(5*fetchBytes, share)
 	if got := src.largestAsk(); got < want || got > max(share, fetchBytes) {
 		t.Errorf("largest fetch asked for %d bytes, want between %d (5 × FetchBytes, within the share) and %d (one partition's share of the prefetch budget)", got, want, share)
+	}
+	// The drain's watermark request measured the distance before any
+	// fetch: each partition's first prefetch (its second fetch) already
+	// asks for more.
+	for tp, asked := range src.byPartition {
+		if len(asked) > 1 && asked[1] < want {
+			t.Errorf("%s: first prefetch asked for %d bytes, want at least %d", tp, asked[1], want)
+		}
 	}
 	// At most one fetch per partition runs at a time: the prefetched ones
 	// within the budget, the others of FetchBytes.

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -120,5 +121,101 @@ func TestPrefetchChargesTheInFlightBound(t *testing.T) {
 	wg.Wait()
 	if peak := peak.Load(); peak > 6*mib {
 		t.Fatalf("prefetches held %d bytes at once, budget %d", peak, 6*mib)
+	}
+}
+
+// stubFetches answers fetches of one record at offset, or of none while
+// empty is set, each after delay (the first of each partition after
+// firstDelay instead).
+type stubFetches struct {
+	Source // nil: only Fetch is called
+
+	mu                sync.Mutex
+	delay, firstDelay time.Duration
+	empty             bool
+	seen              map[TopicPartition]bool
+}
+
+func (s *stubFetches) set(delay time.Duration, empty bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay, s.empty = delay, empty
+}
+
+func (s *stubFetches) Fetch(ctx context.Context, tp TopicPartition, offset int64, maxBytes int) (Fetched, error) {
+	s.mu.Lock()
+	delay, empty := s.delay, s.empty
+	if !s.seen[tp] {
+		delay = s.firstDelay
+	}
+	s.seen[tp] = true
+	s.mu.Unlock()
+	if !sleep(ctx, delay) {
+		return Fetched{Next: offset}, ctx.Err()
+	}
+	if empty {
+		return Fetched{Next: offset}, nil
+	}
+	return Fetched{Records: []Record{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset}}, Next: offset + 1}, nil
+}
+
+// The round trip that sizes prefetches is measured neither on a
+// partition's first fetch (the drain's first fetches queue behind each other
+// at the broker) nor on a fetch that returned nothing (a long poll), only on
+// fetches that returned records.
+func TestPrefetchMeasuresNeitherTheFirstFetchNorALongPoll(t *testing.T) {
+	const mib = 1 << 20
+	ctx := context.Background()
+	newPrefetcher := func(src Source) *prefetcher {
+		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: 64 * mib}}, inflight: semaphore.NewWeighted(64 * mib)}
+		d.order = make([]*partitionState, 20)
+		return &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}}
+	}
+	fetch := func(p *prefetcher, offset int64) Fetched {
+		t.Helper()
+		f, err := p.fetch(ctx, offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	// A slow first fetch: the first prefetch asks for FetchBytes.
+	src := &stubFetches{firstDelay: 150 * time.Millisecond, seen: map[TopicPartition]bool{}}
+	p := newPrefetcher(src)
+	f := fetch(p, 0)
+	if rtt := p.d.pipe.rtt.Load(); rtt != 0 {
+		t.Fatalf("round trip %s measured on the partition's first fetch", time.Duration(rtt))
+	}
+	if got := p.size(); got != mib {
+		t.Fatalf("prefetch after a slow first fetch asks for %d bytes, want FetchBytes %d", got, mib)
+	}
+	// A long poll that returned nothing after 150 ms is not a round trip.
+	src.set(150*time.Millisecond, true)
+	p.start(ctx, f.Next)
+	if f = fetch(p, f.Next); len(f.Records) != 0 {
+		t.Fatalf("want an empty fetch, got %d records", len(f.Records))
+	}
+	if rtt := p.d.pipe.rtt.Load(); rtt != 0 {
+		t.Fatalf("round trip %s measured on a fetch that returned nothing", time.Duration(rtt))
+	}
+	// A fetch that returned records at once is one.
+	src.set(0, false)
+	p.start(ctx, f.Next)
+	fetch(p, f.Next)
+	if rtt := time.Duration(p.d.pipe.rtt.Load()); rtt <= 0 || rtt >= 25*time.Millisecond {
+		t.Fatalf("round trip %s after a fetch that returned at once, want above 0 and below one step", rtt)
+	}
+	p.stop()
+
+	// Kafka 100 ms away: from the second fetch on, prefetches ask for
+	// more, within the partition's share (48 MiB / 20).
+	src = &stubFetches{delay: 100 * time.Millisecond, firstDelay: 100 * time.Millisecond, seen: map[TopicPartition]bool{}}
+	p = newPrefetcher(src)
+	f = fetch(p, 0)
+	p.start(ctx, f.Next)
+	fetch(p, f.Next)
+	if got, want := p.size(), 48*mib/20; got != want {
+		t.Fatalf("prefetch 100 ms away asks for %d bytes, want the share %d", got, want)
 	}
 }

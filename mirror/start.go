@@ -5,15 +5,20 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 )
 
 // prepare decides where each partition starts, applying the start-offset and
 // gap policies.
 func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64) error {
+	asked := time.Now()
 	wms, err := d.m.source.Watermarks(ctx, got)
 	if err != nil {
 		return fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
+	// A round trip with next to nothing to serve: the first measure of the
+	// distance that sizes prefetches (prefetch.go).
+	d.pipe.observe(time.Since(asked))
 	meta := d.claim.AssignedMetadata()
 	d.firstDeployment = d.m.firstDeployment(ctx, assigned, d.logger)
 	d.parts = make(map[string]*partitioner)
