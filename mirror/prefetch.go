@@ -30,7 +30,11 @@ import (
 //
 // Prefetched fetches are charged to the drain's in-flight bound
 // (Options.InFlightBytes) from the moment they are sent until the reader
-// takes them; the records of a taken fetch are then charged one event at a
+// takes them: what they ask for while they are on their way, what they
+// fetched (fetchedWeight) once they arrived, which is less when the
+// partition had less to give or the broker's batches did not fill the ask
+// (kfake returns whole producer batches: a 2.4 MiB ask at 50 ms brought
+// 1.6 MB). The records of a taken fetch are then charged one event at a
 // time as they are handed over, as before. Prefetches never wait for room:
 // one that finds none is not sent (the reader fetches FetchBytes when it
 // needs the data). Together they take at most the bound minus a reserve of
@@ -199,6 +203,10 @@ func (p *prefetcher) start(ctx context.Context, offset int64) {
 	go func() {
 		defer close(pf.done)
 		pf.f, pf.err = p.timedFetch(fctx, offset, n)
+		if held := fetchedWeight(&pf.f); held < pf.charge {
+			p.d.releasePrefetch(pf.charge - held)
+			pf.charge = held
+		}
 	}()
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -124,7 +125,7 @@ func TestPrefetchChargesTheInFlightBound(t *testing.T) {
 	}
 }
 
-// stubFetches answers fetches of one record at offset, or of none while
+// stubFetches answers fetches of one record of 100 B at offset, or of none while
 // empty is set, each after delay (the first of each partition after
 // firstDelay instead).
 type stubFetches struct {
@@ -156,7 +157,7 @@ func (s *stubFetches) Fetch(ctx context.Context, tp TopicPartition, offset int64
 	if empty {
 		return Fetched{Next: offset}, nil
 	}
-	return Fetched{Records: []Record{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset}}, Next: offset + 1}, nil
+	return Fetched{Records: []Record{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset, Value: make([]byte, 100)}}, Next: offset + 1}, nil
 }
 
 // The round trip that sizes prefetches is measured neither on a
@@ -217,5 +218,41 @@ func TestPrefetchMeasuresNeitherTheFirstFetchNorALongPoll(t *testing.T) {
 	fetch(p, f.Next)
 	if got, want := p.size(), 48*mib/20; got != want {
 		t.Fatalf("prefetch 100 ms away asks for %d bytes, want the share %d", got, want)
+	}
+}
+
+// A prefetch holds its ask of the in-flight bound while it is on its way
+// and what it fetched once it arrived; the reader taking it frees the rest.
+func TestPrefetchHoldsWhatItFetched(t *testing.T) {
+	const mib, bound = 1 << 20, 64 << 20
+	ctx := context.Background()
+	src := &stubFetches{delay: 50 * time.Millisecond, seen: map[TopicPartition]bool{}}
+	d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound)}
+	d.order = make([]*partitionState, 20)
+	p := &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}, fetched: true}
+	p.start(ctx, 0)
+	if got := d.pipe.charged.Load(); got != mib {
+		t.Fatalf("on its way, the prefetch holds %d bytes of the bound, want its ask %d", got, mib)
+	}
+	<-p.pending.done
+	held := fetchedWeight(&p.pending.f)
+	if held != 100+int64(unsafe.Sizeof(Record{})) {
+		t.Fatalf("a fetch of one 100 B record weighs %d", held)
+	}
+	if got := d.pipe.charged.Load(); got != held {
+		t.Fatalf("arrived, the prefetch holds %d bytes of the bound, want what it fetched, %d", got, held)
+	}
+	if !d.inflight.TryAcquire(bound - held) {
+		t.Fatal("the rest of the ask was not given back to the bound")
+	}
+	d.inflight.Release(bound - held)
+	if _, err := p.fetch(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.pipe.charged.Load(); got != 0 {
+		t.Fatalf("taken, the prefetch still holds %d bytes", got)
+	}
+	if !d.inflight.TryAcquire(bound) {
+		t.Fatal("the bound is not free once the reader took the prefetch")
 	}
 }
