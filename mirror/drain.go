@@ -468,9 +468,9 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	}
 }
 
-// handOver charges the drain's bounds for r and queues its event for the
-// sender of its hub partition, as it, which it fills. It returns false when
-// the partition must stop reading.
+// handOver charges the drain's bounds for r, fills it (r's item, from the
+// reader's item slice for the fetch) and queues it for the sender of r's
+// hub partition. It returns false when the partition must stop reading.
 func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record, it *item) bool {
 	if d.isStopped() || ps.halted() {
 		return false
