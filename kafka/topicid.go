@@ -19,11 +19,11 @@ import (
 const maxMetadataVersion = 12
 
 // topicMetadataRequest is a Metadata request for every topic (or the topics
-// it names) that returns topic ids (KIP-516). kafka-go v0.4.51 speaks Metadata up to v8 only and
-// has no topic id field, so this message takes over the exchange on one of
-// the Transport's pooled connections (after its TLS, ApiVersions and SASL
-// set-up): protocol.RawExchanger lets a message write itself and read its
-// response. It asks the broker's Metadata version range with ApiVersions
+// it names) that returns topic ids (KIP-516). kafka-go v0.4.51 speaks
+// Metadata up to v8 only and has no topic id field, so this message takes
+// over the exchange on one of the Transport's pooled connections (after its
+// TLS, ApiVersions and SASL set-up): protocol.RawExchanger lets a message
+// write itself and read its response. It asks the broker's Metadata version range with ApiVersions
 // (once per Source) and sends Metadata at min(broker max, 12), encoded and
 // decoded with franz-go's kmsg. Brokers older than Kafka 2.8 (Metadata < 10)
 // answer without ids.

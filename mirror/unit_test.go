@@ -134,13 +134,7 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 	if got := point(); got != 10 {
 		t.Fatalf("nothing acked: commit point %d, want 10", got)
 	}
-	ack := func(offsets ...int64) {
-		var items []*item
-		for _, o := range offsets {
-			items = append(items, &item{ps: ps, rec: &Record{Offset: o, Value: []byte{byte(o)}}})
-		}
-		ps.ack(items, time.Now())
-	}
+	ack := func(offsets ...int64) { ps.ack(itemsAt(ps, offsets...), time.Now()) }
 	ack(11, 12)
 	if got := point(); got != 10 {
 		t.Fatalf("10 unacked: commit point %d, want 10", got)
@@ -253,26 +247,29 @@ func TestTrackerAcknowledgesARunOfSparseOffsets(t *testing.T) {
 		ps.add(&Record{Offset: o, Value: make([]byte, o)})
 	}
 	ps.confirm(ps.readMark())
-	run := func(offsets ...int64) []*item {
-		var items []*item
-		for _, o := range offsets {
-			items = append(items, &item{ps: ps, rec: &Record{Offset: o, Value: make([]byte, o)}})
-		}
-		return items
-	}
 	at := time.Now()
-	ps.ack(run(11, 13, 16), at)
+	ps.ack(itemsAt(ps, 11, 13, 16), at)
 	if got := ps.commitPoint(); got != 10 {
 		t.Fatalf("10 unacknowledged: commit point %d, want 10", got)
 	}
-	ps.ack(run(10, 12, 14, 15), at)
+	ps.ack(itemsAt(ps, 10, 12, 14, 15), at)
 	if got := ps.commitPoint(); got != 17 {
 		t.Fatalf("10..16 acknowledged: commit point %d, want 17", got)
 	}
-	ps.ack(run(17, 18, 19), at)
+	ps.ack(itemsAt(ps, 17, 18, 19), at)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.records != 10 || ps.bytes != 145 || ps.first != 10 || ps.last != 19 || !ps.lastAck.Equal(at) {
 		t.Errorf("records %d, bytes %d, first %d, last %d, last ack %v; want 10, 145, 10, 19, %v", ps.records, ps.bytes, ps.first, ps.last, ps.lastAck, at)
 	}
+}
+
+// itemsAt returns items of ps's records at offsets, each record's value
+// as many bytes long as its offset.
+func itemsAt(ps *partitionState, offsets ...int64) []*item {
+	items := make([]*item, len(offsets))
+	for i, o := range offsets {
+		items[i] = &item{ps: ps, rec: &Record{Offset: o, Value: make([]byte, o)}}
+	}
+	return items
 }
