@@ -253,11 +253,7 @@ func TestDedupIgnoresForgedProvenance(t *testing.T) {
 	}
 	// Forge offset 30 of partition 0: same provenance and message id,
 	// another body.
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sink.Close(context.Background()) }()
+	sink := e.newSink()
 	ctx := context.Background()
 	forged := mirror.EventFor(&mirror.Record{Topic: topic, Partition: 0, Offset: 30, Key: []byte("k13"), Value: []byte("forged")})
 	b, err := sink.NewBatch(ctx, topic, "0")

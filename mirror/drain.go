@@ -85,6 +85,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	// position; and drains, catch-ups and resets of this process share
 	// one subscription, so none of them rebalances the others.
 	mark := m.holdMark() // before the claim reads committed offsets
+	early := m.readWatermarks(workCtx, partitionsOf(topics, names))
 	claim, err := m.source.Claim(workCtx, topicNames(mirrored))
 	if err != nil {
 		rep.Stopped = StopFailed
@@ -155,7 +156,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 	for _, t := range topics {
 		d.ids[t.Name] = t.ID
 	}
-	if err := d.prepare(workCtx, got, assigned); err != nil {
+	if err := d.prepare(workCtx, got, assigned, early); err != nil {
 		rep.Stopped = StopFailed
 		return rep, err
 	}
@@ -395,6 +396,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	if d.dd != nil {
 		d.dd.final.Store(true) // every sender has ended
 	}
+	// The log ends for the lag are read beside the identity check and the
+	// commit (watermarks.go).
+	ends := d.m.readWatermarks(finalCtx, d.partitions())
 	if err := d.checkIdentity(finalCtx); err != nil {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final %v: records read since the last check are not committed", err))
 	}
@@ -402,7 +406,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final commit: %v (acknowledged records will be mirrored again)", err))
 	}
 	d.keepAcked()
-	d.report(finalCtx)
+	d.report(finalCtx, ends)
 	d.publishLive(ctx) // after the commit: clears outages that ended
 }
 

@@ -371,7 +371,7 @@ func (d *drain) snapshot(ctx context.Context) *Report {
 		Errors: slices.Clone(d.rep.Errors), HubErrors: slices.Clone(d.rep.HubErrors), Deduplication: d.rep.Deduplication,
 		Partitions: slices.Clone(d.rep.Partitions),
 	}
-	d.fill(ctx, rep, StopHandedOver, nil, false)
+	d.fill(ctx, rep, StopHandedOver, nil, nil)
 	return rep
 }
 

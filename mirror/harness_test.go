@@ -87,11 +87,7 @@ func (e *env) newMirror(opts mirror.Options) *mirror.Mirror {
 func (e *env) newMirrorWith(opts mirror.Options, wrapSink func(*eventhubs.Sink) mirror.Sink, wrapControl func(*kafka.Source) mirror.Control) *mirror.Mirror {
 	e.t.Helper()
 	src := e.newSource()
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	sink := e.newSink()
 	var s mirror.Sink = sink
 	if wrapSink != nil {
 		s = wrapSink(sink)
@@ -199,6 +195,17 @@ func sortedKeys[V any](m map[provenance]V) []provenance {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	return keys
+}
+
+// newSink returns an Event Hubs sink on the emulator.
+func (e *env) newSink() *eventhubs.Sink {
+	e.t.Helper()
+	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	return sink
 }
 
 // newSource returns a Kafka source in the test's group.

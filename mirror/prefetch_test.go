@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -93,11 +92,7 @@ func drainFrom(t *testing.T, delay time.Duration, opts mirror.Options) *distantS
 	}
 	e.produce(recs...)
 	src := &distantSource{Source: e.newSource(), delay: delay}
-	sink, err := eventhubs.NewSink(eventhubs.Options{ConnectionString: e.emu.ConnectionString(), Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	sink := e.newSink()
 	opts.Logger, opts.CommitInterval = testLogger(), 100*time.Millisecond
 	m, err := mirror.New(src, sink, opts)
 	if err != nil {

@@ -308,23 +308,30 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// report fills the drain's report.
-func (d *drain) report(ctx context.Context) {
-	d.fill(ctx, d.rep, d.stopped, d.latency.summary(), true)
+// report fills the drain's report, with the lag measured from ends, the
+// partitions' log ends read after reading stopped.
+func (d *drain) report(ctx context.Context, ends *watermarkRead) {
+	d.fill(ctx, d.rep, d.stopped, d.latency.summary(), ends)
+}
+
+// partitions lists the drain's partitions.
+func (d *drain) partitions() []TopicPartition {
+	tps := make([]TopicPartition, 0, len(d.order))
+	for _, ps := range d.order {
+		tps = append(tps, ps.tp)
+	}
+	return tps
 }
 
 // fill fills rep with what the drain did so far, as a drain that stopped
-// for stopped, with latency. The lag is measured from the partitions' log
-// ends read now with readEnds, else from those the readers last saw.
-func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *Latency, readEnds bool) {
+// for stopped, with latency. The lag is measured from the log ends that
+// ends read, else (ends nil, or its read failed) from those the readers
+// last saw.
+func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *Latency, ends *watermarkRead) {
 	var wms map[TopicPartition]Watermarks
-	if readEnds {
-		tps := make([]TopicPartition, 0, len(d.order))
-		for _, ps := range d.order {
-			tps = append(tps, ps.tp)
-		}
+	if ends != nil {
 		var err error
-		if wms, err = d.m.source.Watermarks(ctx, tps); err != nil {
+		if wms, _, err = ends.wait(ctx); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
 		}
 	}

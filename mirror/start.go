@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
-	"time"
 )
 
 // prepare decides where each partition starts, applying the start-offset and
 // gap policies.
-func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64) error {
-	asked := time.Now()
-	wms, err := d.m.source.Watermarks(ctx, got)
+// early is the watermark read the drain started beside its claim
+// (startWatermarks).
+func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64, early *watermarkRead) error {
+	wms, err := d.startWatermarks(ctx, got, assigned, early)
 	if err != nil {
 		return fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
-	// A round trip with next to nothing to serve: the first measure of the
-	// distance that sizes prefetches (prefetch.go).
-	d.pipe.observe(time.Since(asked))
 	meta := d.claim.AssignedMetadata()
 	d.firstDeployment = d.m.firstDeployment(ctx, assigned, d.logger)
 	d.parts = make(map[string]*partitioner)
