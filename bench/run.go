@@ -238,8 +238,8 @@ type sizedBacklog struct {
 // cfg.Seconds and loads it into in: a probe drain of a small backlog, a
 // backlog 1.5 times what the probe's rate needs (the probe runs slower
 // than a long drain: most of it is the ramp-up of a fresh process), then a
-// calibration drain of that backlog and, when it was shorter than
-// cfg.Seconds, a top-up, within cfg.MaxBacklogBytes. base is the spec the
+// calibration drain of that backlog and, when it was shorter than 1.5 times
+// cfg.Seconds (the rounds run faster), a top-up, within cfg.MaxBacklogBytes. base is the spec the
 // drains run with (brokers, connection string).
 func loadBacklog(ctx context.Context, cfg Config, sp spawner, in *infra, base ChildSpec, inflight int64, log *slog.Logger) (sizedBacklog, error) {
 	var sb sizedBacklog
@@ -282,11 +282,16 @@ func loadBacklog(ctx context.Context, cfg Config, sp spawner, in *infra, base Ch
 		}
 		log.Info("calibration drain", "records", sb.Calibration.Records, "seconds", secs(time.Duration(sb.Calibration.Seconds*float64(time.Second))),
 			"mb_per_s", round2(sb.Calibration.MBPerSecond()), "peak_rss_mb", mb(sb.Calibration.PeakRSS))
-		if sb.Calibration.Seconds < cfg.Seconds && perPartition < maxPer {
-			// Rounds are often faster than the calibration (the best of
-			// them counts): aim 1.5 times higher.
-			want := int64(1.5 * sb.Calibration.RecordsPerSecond() * cfg.Seconds / partitions)
-			perPartition = min(max(want, perPartition+1), maxPer)
+		// Rounds are often faster than the calibration (the best of them
+		// counts): aim 1.5 times higher. The calibration is the first
+		// drain after a load, which kfake serves slower (1 KiB, 2026-12-04:
+		// 100–123 MB/s where the rounds after it ran 195–227 MB/s, its
+		// fetches taking 110–140 ms instead of 35–42 ms), so the decision
+		// to top up uses the same factor: a calibration of 10.65 s left
+		// the far case's loopback rounds at 5.5 s of the 10 s asked, and
+		// the drains' fixed cost of round trips a larger share of them.
+		if want := int64(1.5 * sb.Calibration.RecordsPerSecond() * cfg.Seconds / partitions); want > perPartition && perPartition < maxPer {
+			perPartition = min(want, maxPer)
 			t0 = time.Now()
 			if err := in.loadTo(ctx, perPartition); err != nil {
 				return sb, err
