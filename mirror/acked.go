@@ -88,7 +88,7 @@ func (p *partitionState) carriedDone(r *Record) bool {
 		return false
 	}
 	delete(p.carried, r.Offset)
-	p.pending = append(p.pending, pendingRecord{offset: r.Offset, done: true, acked: true})
+	p.pending = append(p.pending, pendingRecord(r.Offset)|pendingDone|pendingAcked)
 	p.next = r.Offset + 1
 	p.carriedCount++
 	return true
@@ -102,8 +102,8 @@ func (p *partitionState) ackedAboveCommit() (int64, map[int64]struct{}) {
 	defer p.mu.Unlock()
 	out := make(map[int64]struct{})
 	for _, r := range p.pending[p.head:] {
-		if r.acked && r.offset >= p.committed {
-			out[r.offset] = struct{}{}
+		if r.acked() && r.offset() >= p.committed {
+			out[r.offset()] = struct{}{}
 		}
 	}
 	for off := range p.carried {

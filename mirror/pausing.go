@@ -91,7 +91,7 @@ func (p *partitionState) settled() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.pending[p.head:] {
-		if !r.done {
+		if !r.done() {
 			return false
 		}
 	}

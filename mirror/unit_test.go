@@ -264,6 +264,37 @@ func TestTrackerAcknowledgesARunOfSparseOffsets(t *testing.T) {
 	}
 }
 
+// A tracked record keeps its offset, however large, apart from its flags;
+// a skipped one is done but not acknowledged, and only acknowledged ones
+// are carried to the next drain of the process.
+func TestTrackerKeepsLargeOffsetsAndTheirFlagsApart(t *testing.T) {
+	const base = int64(1) << 61 // far beyond any real offset, below the flags
+	ps := newPartitionState(TopicPartition{"t", 0}, "t", base)
+	ps.begin(base, base+4)
+	for o := base; o < base+4; o++ {
+		ps.add(&Record{Offset: o})
+	}
+	ps.confirm(ps.readMark())
+	at := func(o int64) []*item { return []*item{{ps: ps, rec: &Record{Offset: o}}} }
+	ps.ack(at(base+1), time.Now())
+	ps.skip(base)
+	if got := ps.commitPoint(); got != base+2 {
+		t.Fatalf("commit point %d, want %d", got, base+2)
+	}
+	ps.mu.Lock()
+	r := ps.pending[ps.head]
+	ps.mu.Unlock()
+	if r.offset() != base+2 || r.done() || r.acked() {
+		t.Errorf("first pending record: offset %d, done %v, acknowledged %v; want %d, false, false", r.offset(), r.done(), r.acked(), base+2)
+	}
+	ps.ack(at(base+3), time.Now())
+	if _, above := ps.ackedAboveCommit(); len(above) != 1 {
+		t.Errorf("acknowledged above the commit: %v, want only offset %d", above, base+3)
+	} else if _, ok := above[base+3]; !ok {
+		t.Errorf("acknowledged above the commit: %v, want offset %d", above, base+3)
+	}
+}
+
 // itemsAt returns items of ps's records at offsets, each record's value
 // as many bytes long as its offset.
 func itemsAt(ps *partitionState, offsets ...int64) []*item {
