@@ -15,8 +15,6 @@ const (
 	// response, so the next invocation starts on time and adopts the
 	// drain (mirror.HandoverGrace).
 	followMargin = 500 * time.Millisecond
-	// minFollowWindow: shorter windows are not worth following.
-	minFollowWindow = time.Second
 	// scheduledWithin: an invocation whose schedule occurrence (the
 	// monitor's Next) is this close to now was fired by the schedule.
 	scheduledWithin = time.Minute
@@ -41,5 +39,5 @@ func followUntil(follow bool, schedule string, timer functions.Timer, now time.T
 	if err != nil {
 		return time.Time{}
 	}
-	return mirror.FollowUntil(now, sched.Next(now.UTC()), followMargin, minFollowWindow)
+	return mirror.FollowUntil(now, sched.Next(now.UTC()), followMargin, mirror.MinFollowWindow)
 }

@@ -20,6 +20,10 @@ const HandoverGrace = 5 * time.Second
 // to stop and commit after it).
 const StopHandedOver = "handed over"
 
+// MinFollowWindow is the shortest follow window worth following: an
+// invocation with less drains and returns.
+const MinFollowWindow = time.Second
+
 // handoverMargin is what a drain handed over gets, once its window and
 // grace are over, for the sends on the wire and the final commit.
 const handoverMargin = 2 * time.Second
@@ -78,6 +82,15 @@ func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Tim
 	}
 	if end.Before(until) {
 		until = end
+		if time.Until(until) < MinFollowWindow {
+			// The budget leaves no window worth following (a
+			// MIRROR_MAX_DURATION of at most handoverMargin leaves
+			// none at all): drain and return, as an invocation that
+			// does not follow. Handed over at once, the drain's
+			// records would show in the status only once a later
+			// invocation adopted or ended it.
+			return s.Drain(ctx, run)
+		}
 	}
 	s.mu.Lock()
 	f := s.follower

@@ -317,3 +317,24 @@ func TestDedupHandover(t *testing.T) {
 	}
 	exactlyOnce(t, e, topic, map[string]int64{topic: 15})
 }
+
+// An invocation whose budget (MIRROR_MAX_DURATION) leaves no follow window
+// drains and returns instead of handing its drain over at once: its
+// records are committed and reported by the invocation itself.
+func TestNoFollowWindowLeftDrainsAndReturns(t *testing.T) {
+	e := newEnv(t)
+	m := e.newMirror(mirror.Options{})
+	svc := mirror.NewService(m, mirror.Limits{MaxDuration: 2 * time.Second})
+	defer svc.Close()
+	e.produce(followRecord(0, 0), followRecord(1, 1))
+	rep, err := svc.DrainFollowing(context.Background(), "timer", time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatalf("invocation: %v", err)
+	}
+	if rep.Stopped == mirror.StopHandedOver || !rep.CaughtUp() || rep.Records != 2 || rep.LagAfter != 0 {
+		t.Fatalf("invocation with a 2 s budget: want a drain that caught up, committed both records and returned: %q", rep.Lines())
+	}
+	if got := e.committed(m, "prod.test1"); got[0] != 1 || got[1] != 1 {
+		t.Errorf("committed %v, want offset 1 on partitions 0 and 1", got)
+	}
+}
