@@ -243,9 +243,10 @@ type sizedBacklog struct {
 // cfg.Seconds and loads it into in: a probe drain of a small backlog, a
 // backlog 1.5 times what the probe's rate needs (the probe runs slower
 // than a long drain: most of it is the ramp-up of a fresh process), then a
-// calibration drain of that backlog and, when it was shorter than 1.5 times
-// cfg.Seconds (the rounds run faster), a top-up, within cfg.MaxBacklogBytes. base is the spec the
-// drains run with (brokers, connection string).
+// calibration drain of that backlog and, when it was shorter than 1.5
+// times cfg.Seconds (the rounds run faster), a top-up, within
+// cfg.MaxBacklogBytes. base is the spec the drains run with (brokers,
+// connection string).
 func loadBacklog(ctx context.Context, cfg Config, sp spawner, in *infra, base ChildSpec, inflight int64, log *slog.Logger) (sizedBacklog, error) {
 	var sb sizedBacklog
 	shape := base.Shape

@@ -86,30 +86,26 @@ func TestExitPolicy(t *testing.T) {
 
 func TestStartupFailures(t *testing.T) {
 	t.Parallel()
-	t.Run("exit 200 once restarts without counting", func(t *testing.T) {
-		t.Parallel()
-		app := newApp(t, "", map[string]string{"EchoTimer": timerFn(yearly, true)})
-		th := startHost(t, app, Options{Settings: map[string]string{"TEST_EXIT_CODE": "200", "TEST_EXIT_ONCE": filepath.Join(t.TempDir(), "marker")}})
-		factsOf(t, invokeTimer(t, th, "EchoTimer", TimerInvocation{}))
-		th.mu.Lock()
-		n := len(th.errEvents)
-		th.mu.Unlock()
-		if n != 0 {
-			t.Errorf("%d error events, want 0", n)
-		}
-	})
-	t.Run("exit 1 once is an error and a restart", func(t *testing.T) {
-		t.Parallel()
-		app := newApp(t, "", map[string]string{"EchoTimer": timerFn(yearly, true)})
-		th := startHost(t, app, Options{Settings: map[string]string{"TEST_EXIT_CODE": "1", "TEST_EXIT_ONCE": filepath.Join(t.TempDir(), "marker")}})
-		factsOf(t, invokeTimer(t, th, "EchoTimer", TimerInvocation{}))
-		th.mu.Lock()
-		n := len(th.errEvents)
-		th.mu.Unlock()
-		if n != 1 {
-			t.Errorf("%d error events, want 1", n)
-		}
-	})
+	for _, c := range []struct {
+		name, code string
+		errEvents  int
+	}{
+		{"exit 200 once restarts without counting", "200", 0},
+		{"exit 1 once is an error and a restart", "1", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			app := newApp(t, "", map[string]string{"EchoTimer": timerFn(yearly, true)})
+			th := startHost(t, app, Options{Settings: map[string]string{"TEST_EXIT_CODE": c.code, "TEST_EXIT_ONCE": filepath.Join(t.TempDir(), "marker")}})
+			factsOf(t, invokeTimer(t, th, "EchoTimer", TimerInvocation{}))
+			th.mu.Lock()
+			n := len(th.errEvents)
+			th.mu.Unlock()
+			if n != c.errEvents {
+				t.Errorf("%d error events, want %d", n, c.errEvents)
+			}
+		})
+	}
 	t.Run("exit 0 is not restarted; the initialization timeout is", func(t *testing.T) {
 		t.Parallel()
 		app := newApp(t, "", map[string]string{"EchoTimer": timerFn(yearly, true)})

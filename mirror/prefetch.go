@@ -16,8 +16,8 @@ import (
 // most maxFetchScale of them.
 //
 // The round trip is the shortest of the drain's watermark request (sent as
-// the drain starts, with next to nothing for the broker to serve) and its
-// fetches that returned records. Fetches alone measured the broker's
+// the drain starts, beside its group join (watermarks.go), with next to
+// nothing for the broker to serve) and its fetches that returned records. Fetches alone measured the broker's
 // serving time as much as the distance: on a busy machine a loopback fetch
 // of 1 MiB took 56–170 ms, and the drain's first fetches, which all leave
 // together and queue behind each other at the broker, took 163 ms at the
