@@ -331,7 +331,7 @@ func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *
 	var wms map[TopicPartition]Watermarks
 	if ends != nil {
 		var err error
-		if wms, _, err = ends.wait(ctx); err != nil {
+		if wms, _, _, err = ends.wait(ctx); err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("reading watermarks after the drain: %v", err))
 		}
 	}

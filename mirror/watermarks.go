@@ -24,8 +24,19 @@ type watermarkRead struct {
 	done chan struct{}
 	wms  map[TopicPartition]Watermarks
 	took time.Duration
-	err  error
+	// answered is when the answer came.
+	answered time.Time
+	err      error
 }
+
+// earlyWatermarksMaxAge bounds the age of early watermarks a drain's start
+// may use. A join takes a few round trips (0.36 s with Kafka 50 ms away),
+// but one that waits for a rebalance takes seconds, in which retention may
+// have moved a log start past the start read early: a partition never
+// committed would then start below its log start and meet an out-of-range
+// fetch, which the gap policy takes for records the group lost although it
+// never owned them. Older early watermarks are read again.
+const earlyWatermarksMaxAge = 2 * time.Second
 
 // readWatermarks starts reading the watermarks of tps; ctx bounds the
 // request.
@@ -35,19 +46,20 @@ func (m *Mirror) readWatermarks(ctx context.Context, tps []TopicPartition) *wate
 		defer close(r.done)
 		asked := time.Now()
 		r.wms, r.err = m.source.Watermarks(ctx, tps)
-		r.took = time.Since(asked)
+		r.answered = time.Now()
+		r.took = r.answered.Sub(asked)
 	}()
 	return r
 }
 
-// wait returns the request's answer and how long it took, or ctx's error
-// when ctx ends first.
-func (r *watermarkRead) wait(ctx context.Context) (map[TopicPartition]Watermarks, time.Duration, error) {
+// wait returns the request's answer, how long it took and when it came,
+// or ctx's error when ctx ends first.
+func (r *watermarkRead) wait(ctx context.Context) (map[TopicPartition]Watermarks, time.Duration, time.Time, error) {
 	select {
 	case <-r.done:
-		return r.wms, r.took, r.err
+		return r.wms, r.took, r.answered, r.err
 	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+		return nil, 0, time.Time{}, ctx.Err()
 	}
 }
 
@@ -74,15 +86,17 @@ func partitionsOf(topics []Topic, names []string) []TopicPartition {
 // start is the committed offset). A partition whose committed offset lies
 // outside them, which is a gap or a committed offset past the log end when
 // fresh watermarks say so too, or that the early read did not answer, is
-// read again now.
+// read again now; so is every partition when the early answer is older
+// than earlyWatermarksMaxAge (a join that waited for a rebalance).
 func (d *drain) startWatermarks(ctx context.Context, got []TopicPartition, assigned map[TopicPartition]int64, early *watermarkRead) (map[TopicPartition]Watermarks, error) {
-	wms, took, err := early.wait(ctx)
+	wms, took, answered, err := early.wait(ctx)
+	stale := err == nil && time.Since(answered) > earlyWatermarksMaxAge
 	out := make(map[TopicPartition]Watermarks, len(got))
 	var again []TopicPartition
 	for _, tp := range got {
 		wm, ok := wms[tp]
 		committed := assigned[tp]
-		if err != nil || !ok || (committed != NoOffset && (committed < wm.Start || committed > wm.End)) {
+		if err != nil || stale || !ok || (committed != NoOffset && (committed < wm.Start || committed > wm.End)) {
 			again = append(again, tp)
 			continue
 		}

@@ -87,3 +87,44 @@ func TestCommitPastTheEarlyLogEndStartsAtTheCommit(t *testing.T) {
 		t.Errorf("committed %d, want 20", got)
 	}
 }
+
+// A join that waits for a rebalance takes seconds, in which retention may
+// move a partition's log start past the one the drain read as it began
+// joining. A partition the group never committed must start at the log
+// start of now, not meet an out-of-range fetch that the gap policy (fail)
+// takes for records the group lost: it never owned them.
+func TestALongJoinReadsTheWatermarksAgain(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "o%d", i)})
+	}
+	e.produce(recs...)
+
+	src := &commitDuringJoin{Source: e.newSource(), answered: make(chan struct{})}
+	src.beforeClaim = func() {
+		// Retention deletes offsets 0..9 while the join waits for a
+		// rebalance, longer than early watermarks are trusted.
+		if err := e.cluster.DeleteRecords(topic, 0, 10); err != nil {
+			t.Errorf("deleting records: %v", err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+	}
+	sink := e.newSink()
+	m, err := mirror.New(src, sink, mirror.Options{Logger: testLogger(), CommitInterval: 100 * time.Millisecond, GapPolicy: mirror.GapFail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := e.drain(m, mirror.Limits{MaxDuration: time.Minute})
+	if rep.Failed() || rep.Records != 10 || !rep.CaughtUp() {
+		t.Fatalf("drain: want 10 records (offsets 10..19), caught up, no failure: %s\n%s", rep.Summary(), strings.Join(rep.Lines(), "\n"))
+	}
+	evs := e.mirrored(topic, 4)[0]
+	if len(evs) != 10 || evs[0].Offset != 10 || evs[9].Offset != 19 {
+		t.Errorf("hub partition 0 holds %d events, want offsets 10..19", len(evs))
+	}
+	if got := e.committed(m, topic)[0]; got != 20 {
+		t.Errorf("committed %d, want 20", got)
+	}
+}
