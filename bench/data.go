@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"time"
 
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -119,6 +118,6 @@ func (g *gen) record(ti, p int, off int64) mirror.Record {
 		Offset:    off,
 		Key:       g.key(ti, p, off),
 		Value:     g.value(ti, p, off),
-		Time:      time.UnixMilli(g.timestamp(off)),
+		Timestamp: g.timestamp(off),
 	}
 }

@@ -27,7 +27,7 @@ func TestScanPartitionAgainstEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		ev := mirror.EventFor(&mirror.Record{Topic: "t", Partition: 2, Offset: int64(10 + i), Value: []byte("v"), Time: time.Now()})
+		ev := mirror.EventFor(&mirror.Record{Topic: "t", Partition: 2, Offset: int64(10 + i), Value: []byte("v"), Timestamp: time.Now().UnixMilli()})
 		if err := b.Add(&ev); err != nil {
 			t.Fatal(err)
 		}

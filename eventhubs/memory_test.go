@@ -25,7 +25,7 @@ func TestBatchedEventMemory(t *testing.T) {
 	recs := make([]mirror.Record, n)
 	for i := range recs {
 		recs[i] = mirror.Record{Topic: "orders", Partition: 3, Offset: int64(i) + 1e9,
-			Key: slab[:keyLen:keyLen], Value: slab[keyLen : keyLen+size : keyLen+size], Time: time.UnixMilli(1.7e12)}
+			Key: slab[:keyLen:keyLen], Value: slab[keyLen : keyLen+size : keyLen+size], Timestamp: 1.7e12}
 		slab = slab[keyLen+size:]
 	}
 	best := -1.0

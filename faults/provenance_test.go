@@ -440,8 +440,8 @@ func mismatch(k *kafkaRecord, got mirror.Record, hub string, part, n int, router
 	if !bytes.Equal(k.Key, got.Key) || (k.Key == nil) != (got.Key == nil) {
 		why = append(why, fmt.Sprintf("key %q, want %q", got.Key, k.Key))
 	}
-	if got.Time.UnixMilli() != k.Time.UnixMilli() {
-		why = append(why, fmt.Sprintf("timestamp %v, want %v", got.Time, k.Time))
+	if got.Timestamp != k.Time.UnixMilli() {
+		why = append(why, fmt.Sprintf("timestamp %v, want %v", got.Time(), k.Time))
 	}
 	if !sameHeaders(k.Headers, got.Headers) {
 		why = append(why, fmt.Sprintf("headers %v, want %v", got.Headers, k.Headers))

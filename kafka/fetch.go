@@ -337,7 +337,7 @@ func appendRecords(out []mirror.Record, tp mirror.TopicPartition, offset int64, 
 			Key:       key,
 			Value:     val,
 			Headers:   hs,
-			Time:      r.Time,
+			Timestamp: r.Time.UnixMilli(),
 		})
 	}
 	return out, nil

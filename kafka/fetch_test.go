@@ -68,8 +68,8 @@ func TestFetchRecordsExactly(t *testing.T) {
 		if !sameBytes(got.Value, want.Value) {
 			t.Errorf("record %d: value %q (nil %t), want %q (nil %t)", i, got.Value, got.Value == nil, want.Value, want.Value == nil)
 		}
-		if !got.Time.Equal(want.Timestamp) {
-			t.Errorf("record %d: time %v, want %v", i, got.Time, want.Timestamp)
+		if !got.Time().Equal(want.Timestamp) {
+			t.Errorf("record %d: time %v, want %v", i, got.Time(), want.Timestamp)
 		}
 		if len(got.Headers) != len(want.Headers) {
 			t.Fatalf("record %d: %d headers, want %d", i, len(got.Headers), len(want.Headers))

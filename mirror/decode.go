@@ -26,7 +26,7 @@ func RecordFromEvent(body []byte, props map[string]any) (Record, error) {
 		return r, fmt.Errorf("%s: %w", PropOffset, err)
 	}
 	if ts, ok := props[PropTimestamp].(time.Time); ok {
-		r.Time = ts
+		r.Timestamp = ts.UnixMilli()
 	}
 	if k, ok := props[PropKey].([]byte); ok {
 		r.Key = k

@@ -135,7 +135,7 @@ func TestHeadersAndTombstonesRoundTrip(t *testing.T) {
 		t.Fatalf("want 2 events on partition 0, got %d", len(recs))
 	}
 	r := recs[0]
-	if !bytes.Equal(r.Key, []byte{0, 1, 0xfe}) || !bytes.Equal(r.Value, []byte{0xde, 0xad}) || !r.Time.Equal(ts) {
+	if !bytes.Equal(r.Key, []byte{0, 1, 0xfe}) || !bytes.Equal(r.Value, []byte{0xde, 0xad}) || !r.Time().Equal(ts) {
 		t.Errorf("record 0: %+v", r)
 	}
 	if len(r.Headers) != len(headersIn) {

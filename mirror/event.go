@@ -48,7 +48,7 @@ func fillProperties(props map[string]any, r *Record, topic any) {
 	props[PropTopic] = topic
 	props[PropPartition] = int64(r.Partition)
 	props[PropOffset] = r.Offset
-	props[PropTimestamp] = r.Time
+	props[PropTimestamp] = r.Time()
 	if r.Key != nil {
 		props[PropKey] = r.Key
 	}

@@ -176,9 +176,9 @@ func (m *Mirror) oldestUnmirrored(ctx context.Context, from map[TopicPartition]i
 				return
 			}
 			for _, r := range f.Records {
-				if r.Offset >= offset && !r.Time.IsZero() {
+				if r.Offset >= offset && r.Timestamp >= 0 {
 					mu.Lock()
-					out[tp] = r.Time
+					out[tp] = r.Time()
 					mu.Unlock()
 					return
 				}

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestCommitMetaFloors: hub, floors and the clean mark round-trip; a
@@ -62,7 +61,7 @@ func TestSawOnlyExactProvenance(t *testing.T) {
 	dd := &dedup{parts: map[*partitionState]*dedupPart{ps: {presentMax: -1, from: 10}, other: {presentMax: -1, from: 10}}}
 	byTP := map[TopicPartition]*partitionState{ps.tp: ps}
 	rec := func(off int64, v string) *Record {
-		return &Record{Topic: "t", Partition: 2, Offset: off, Key: []byte("k"), Value: []byte(v), Time: time.UnixMilli(1700000000123)}
+		return &Record{Topic: "t", Partition: 2, Offset: off, Key: []byte("k"), Value: []byte(v), Timestamp: 1700000000123}
 	}
 	stored := func(r *Record) StoredEvent {
 		ev := EventFor(r)

@@ -232,7 +232,7 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, items []*it
 		run = run[n:]
 	}
 	for _, it := range items {
-		lat.observe(now.Sub(it.rec.Time))
+		lat.observe(now.Sub(it.rec.Time()))
 		weight += it.weight
 	}
 	s.d.latency.add(&lat)

@@ -39,8 +39,16 @@ type Record struct {
 	// Value is nil for a tombstone (a record with a null value).
 	Value   []byte
 	Headers []Header
-	Time    time.Time
+	// Timestamp is the record's Kafka timestamp, in milliseconds since the
+	// Unix epoch, as Kafka keeps it (negative: none). An integer rather
+	// than a time.Time: a drain holds hundreds of thousands of records,
+	// and a time.Time takes 24 bytes, one of them a pointer for the
+	// collector to scan.
+	Timestamp int64
 }
+
+// Time returns the record's timestamp as a time.Time.
+func (r *Record) Time() time.Time { return time.UnixMilli(r.Timestamp) }
 
 // TopicPartition returns the record's partition.
 func (r *Record) TopicPartition() TopicPartition {

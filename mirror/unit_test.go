@@ -96,7 +96,7 @@ func TestTopicFilter(t *testing.T) {
 
 func TestEventForMapsEverything(t *testing.T) {
 	ts := time.UnixMilli(1700000000123)
-	r := &Record{Topic: "prod.test1", Partition: 3, Offset: 42, Key: []byte{0, 1, 2}, Value: nil, Time: ts,
+	r := &Record{Topic: "prod.test1", Partition: 3, Offset: 42, Key: []byte{0, 1, 2}, Value: nil, Timestamp: ts.UnixMilli(),
 		Headers: []Header{{"h", []byte("1")}, {"h", []byte("2")}, {"bin", []byte{0xff, 0}}, {"h", nil}}}
 	ev := EventFor(r)
 	if ev.MessageID != "prod.test1/3/42" {

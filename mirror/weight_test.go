@@ -3,7 +3,6 @@ package mirror
 import (
 	"runtime"
 	"testing"
-	"time"
 )
 
 // retainedPerItem measures the heap that n items of 100 B keyed records
@@ -27,7 +26,7 @@ func retainedPerItem(n int) float64 {
 		for i := range recs {
 			key, val := slab[:keyLen:keyLen], slab[keyLen:keyLen+size:keyLen+size]
 			slab = slab[keyLen+size:]
-			recs[i] = Record{Topic: "orders", Partition: 3, Offset: int64(queued+i) + 1e9, Key: key, Value: val, Time: time.UnixMilli(1.7e12)}
+			recs[i] = Record{Topic: "orders", Partition: 3, Offset: int64(queued+i) + 1e9, Key: key, Value: val, Timestamp: 1.7e12}
 			items[i] = item{ps: ps, weight: InFlightWeight(&recs[i]), rec: &recs[i]}
 			q <- &items[i]
 		}

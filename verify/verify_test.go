@@ -101,7 +101,7 @@ func readAll(t *testing.T, ctx context.Context, cluster kafkaconn.Config, topics
 				if err != nil {
 					t.Fatalf("reading %s/%d: %v", topic, p, err)
 				}
-				rec := mirror.Record{Topic: topic, Partition: int32(p), Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time}
+				rec := mirror.Record{Topic: topic, Partition: int32(p), Offset: m.Offset, Key: m.Key, Value: m.Value, Timestamp: m.Time.UnixMilli()}
 				for _, h := range m.Headers {
 					rec.Headers = append(rec.Headers, mirror.Header{Key: h.Key, Value: h.Value})
 				}
