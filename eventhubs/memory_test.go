@@ -64,10 +64,12 @@ func TestBatchedEventMemory(t *testing.T) {
 	}
 }
 
-// TestAddKeepsNothingOfTheEvent: the engine reuses one event and one
-// properties map for every Add (mirror.Batch.Add); each stored event still
-// carries its own body, properties and message id, the batch's first one
-// included (the SDK keeps the first event's map as the batch's envelope).
+// TestAddKeepsNothingOfTheEvent: the engine reuses one event, one
+// properties map and the values its pointers point at for every Add
+// (mirror.Batch.Add); each stored event still carries its own body,
+// properties (pointed-at values as the values they were) and message id,
+// the batch's first one included (the SDK keeps the first event's map as
+// the batch's envelope).
 func TestAddKeepsNothingOfTheEvent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -78,12 +80,20 @@ func TestAddKeepsNothingOfTheEvent(t *testing.T) {
 	}
 	ev := mirror.Event{Properties: map[string]any{}}
 	body := make([]byte, 1)
+	var held struct {
+		n   int64
+		at  time.Time
+		key []byte
+	}
+	at := func(i int) time.Time { return time.UnixMilli(1.7e12 + int64(i)).UTC() }
 	for i := range 3 {
 		clear(ev.Properties)
 		ev.Properties["i"] = int64(i)
 		if i == 1 {
 			ev.Properties["only-1"] = true
 		}
+		held.n, held.at, held.key = int64(10+i), at(i), []byte{byte('k'), byte('0' + i)}
+		ev.Properties["n"], ev.Properties["at"], ev.Properties["key"] = &held.n, &held.at, &held.key
 		body[0] = byte('a' + i)
 		ev.Body, ev.MessageID = body, string(rune('a'+i))
 		if err := b.Add(&ev); err != nil {
@@ -92,6 +102,7 @@ func TestAddKeepsNothingOfTheEvent(t *testing.T) {
 	}
 	clear(ev.Properties)
 	ev.Properties["i"] = int64(99)
+	held.n, held.at, held.key = 99, at(99), []byte("k99")
 	if err := sink.Send(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +115,14 @@ func TestAddKeepsNothingOfTheEvent(t *testing.T) {
 	}
 	for i, se := range got {
 		_, only1 := se.Properties["only-1"]
-		if se.Properties["i"] != int64(i) || only1 != (i == 1) || len(se.Properties) != 1+btoi(i == 1) ||
+		if se.Properties["i"] != int64(i) || only1 != (i == 1) || len(se.Properties) != 4+btoi(i == 1) ||
 			se.MessageID != string(rune('a'+i)) || string(se.Body) != string(rune('a'+i)) {
 			t.Errorf("event %d: body %q, message id %q, properties %v", i, se.Body, se.MessageID, se.Properties)
+		}
+		stamp, _ := se.Properties["at"].(time.Time)
+		key, _ := se.Properties["key"].([]byte)
+		if se.Properties["n"] != int64(10+i) || !stamp.Equal(at(i)) || string(key) != string([]byte{'k', byte('0' + i)}) {
+			t.Errorf("event %d: pointed-at properties n %v, at %v, key %q; want %d, %v, k%d", i, se.Properties["n"], se.Properties["at"], key, 10+i, at(i), i)
 		}
 	}
 }

@@ -34,7 +34,10 @@ type Event struct {
 	// Body is the record value.
 	Body []byte
 	// Properties are the AMQP application properties: strings, []byte,
-	// int64, bool and time.Time values only.
+	// int64, bool and time.Time values only, or, in the events the
+	// engine hands to [Batch.Add], pointers to []byte, int64 and
+	// time.Time values that it changes once Add returns (boxing the
+	// values allocated for every record).
 	Properties map[string]any
 	// MessageID identifies the record: "topic/partition/offset".
 	MessageID string
@@ -45,8 +48,9 @@ type Event struct {
 type Batch interface {
 	// Add appends e. It returns an error wrapping ErrBatchFull when e does not
 	// fit, and ErrEventTooLarge when e would not fit into an empty batch.
-	// It keeps neither e nor its Properties map after it returns: the
-	// engine reuses both for the next event.
+	// It keeps neither e nor its Properties map nor the values its
+	// pointers point at after it returns: the engine reuses them all for
+	// the next event.
 	Add(e *Event) error
 	// Len is the number of events added.
 	Len() int

@@ -304,3 +304,43 @@ func itemsAt(ps *partitionState, offsets ...int64) []*item {
 	}
 	return items
 }
+
+// The sender's eventBuilder makes the event EventFor makes, with the
+// offset, partition, timestamp and key as pointers to values it holds (see
+// Event.Properties), for records of every shape, one after the other.
+func TestEventBuilderMatchesEventFor(t *testing.T) {
+	recs := []Record{
+		{Topic: "prod.test1", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"), Timestamp: 1.7e12},
+		{Topic: "prod.test1", Partition: 300, Offset: 1 << 40, Value: nil, Timestamp: -1},
+		{Topic: "prod.test2", Partition: 0, Offset: 7, Key: []byte{}, Value: []byte{}, Timestamp: 0,
+			Headers: []Header{{"h", []byte("1")}, {"h", nil}, {"b", []byte{0xff}}}},
+	}
+	var b eventBuilder
+	for i := range recs {
+		want := EventFor(&recs[i])
+		got := b.build(&recs[i])
+		if got.MessageID != want.MessageID || !bytes.Equal(got.Body, want.Body) || (got.Body == nil) != (want.Body == nil) {
+			t.Errorf("record %d: message id %q, body %q; want %q, %q", i, got.MessageID, got.Body, want.MessageID, want.Body)
+		}
+		values := make(map[string]any, len(got.Properties))
+		for k, v := range got.Properties {
+			switch p := v.(type) {
+			case *int64:
+				values[k] = *p
+			case *time.Time:
+				values[k] = *p
+			case *[]byte:
+				values[k] = *p
+			default:
+				values[k] = v
+			}
+		}
+		if !reflect.DeepEqual(values, want.Properties) {
+			t.Errorf("record %d: properties %v, want %v", i, values, want.Properties)
+		}
+	}
+	// A keyed record without headers costs one allocation: its message id.
+	if n := testing.AllocsPerRun(100, func() { b.build(&recs[0]) }); n > 1 {
+		t.Errorf("building the event of a keyed record allocates %.0f times, want 1 (the message id)", n)
+	}
+}
