@@ -42,7 +42,7 @@ type Record struct {
 	// Timestamp is the record's Kafka timestamp, in milliseconds since the
 	// Unix epoch, as Kafka keeps it (negative: none). An integer rather
 	// than a time.Time: a drain holds hundreds of thousands of records,
-	// and a time.Time takes 24 bytes, one of them a pointer for the
+	// and a time.Time takes 24 bytes, among them a pointer for the
 	// collector to scan.
 	Timestamp int64
 }
