@@ -301,11 +301,11 @@ type batch struct {
 // go-amqp encodes a pointer's value as the value), except for a batch's
 // first event: the SDK keeps that one's map as the envelope of the batch
 // (encoded again when the batch is sent), while the engine reuses its map
-// and the values it points at for the next event (envelopeProperties).
+// and the values it points at for the next event (mirror.PropertyValues).
 func (b *batch) Add(e *mirror.Event) error {
 	props := e.Properties
 	if b.b.NumEvents() == 0 {
-		props = envelopeProperties(props)
+		props = mirror.PropertyValues(props)
 	}
 	b.body[0] = e.Body
 	b.props.MessageID = e.MessageID
@@ -325,26 +325,6 @@ func (b *batch) Add(e *mirror.Event) error {
 		return mirror.ErrBatchFull
 	}
 	return fmt.Errorf("eventhubs: adding event %s: %w", e.MessageID, err)
-}
-
-// envelopeProperties copies the properties of a batch's first event for
-// the envelope the SDK keeps: the values pointers point at, not the
-// pointers (see mirror.Event).
-func envelopeProperties(props map[string]any) map[string]any {
-	c := make(map[string]any, len(props))
-	for k, v := range props {
-		switch p := v.(type) {
-		case *int64:
-			c[k] = *p
-		case *time.Time:
-			c[k] = *p
-		case *[]byte:
-			c[k] = *p
-		default:
-			c[k] = v
-		}
-	}
-	return c
 }
 
 // Len is the number of events in the batch.

@@ -17,11 +17,12 @@ import (
 //
 // The round trip is the shortest of the drain's watermark request (sent as
 // the drain starts, beside its group join (watermarks.go), with next to
-// nothing for the broker to serve) and its fetches that returned records. Fetches alone measured the broker's
-// serving time as much as the distance: on a busy machine a loopback fetch
-// of 1 MiB took 56–170 ms, and the drain's first fetches, which all leave
-// together and queue behind each other at the broker, took 163 ms at the
-// fastest (bench runs, 2026-12-04). Every prefetch then asked for 2.4 MiB
+// nothing for the broker to serve) and its fetches that returned records.
+// Fetches alone measured the broker's serving time as much as the
+// distance: on a busy machine a loopback fetch of 1 MiB took 56–170 ms,
+// and the drain's first fetches, which all leave together and queue behind
+// each other at the broker, took 163 ms at the fastest (bench runs,
+// 2026-12-04). Every prefetch then asked for 2.4 MiB
 // instead of 1 MiB, which a fetch does not serve faster, and for 100 B
 // records the drain's heap doubled in its first second (kafka-go holds a
 // fetched 100 B record in about 3.5 times its bytes). So neither each

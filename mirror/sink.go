@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Errors a [Sink] wraps so that the engine can tell what to do. Any other
@@ -41,6 +42,25 @@ type Event struct {
 	Properties map[string]any
 	// MessageID identifies the record: "topic/partition/offset".
 	MessageID string
+}
+
+// PropertyValues returns a copy of props with the values pointers point at
+// (see [Event]) in place of the pointers: a map a [Batch] may keep.
+func PropertyValues(props map[string]any) map[string]any {
+	c := make(map[string]any, len(props))
+	for k, v := range props {
+		switch p := v.(type) {
+		case *int64:
+			c[k] = *p
+		case *time.Time:
+			c[k] = *p
+		case *[]byte:
+			c[k] = *p
+		default:
+			c[k] = v
+		}
+	}
+	return c
 }
 
 // Batch collects events for one partition of one event hub, up to the size

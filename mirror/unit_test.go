@@ -322,21 +322,8 @@ func TestEventBuilderMatchesEventFor(t *testing.T) {
 		if got.MessageID != want.MessageID || !bytes.Equal(got.Body, want.Body) || (got.Body == nil) != (want.Body == nil) {
 			t.Errorf("record %d: message id %q, body %q; want %q, %q", i, got.MessageID, got.Body, want.MessageID, want.Body)
 		}
-		values := make(map[string]any, len(got.Properties))
-		for k, v := range got.Properties {
-			switch p := v.(type) {
-			case *int64:
-				values[k] = *p
-			case *time.Time:
-				values[k] = *p
-			case *[]byte:
-				values[k] = *p
-			default:
-				values[k] = v
-			}
-		}
-		if !reflect.DeepEqual(values, want.Properties) {
-			t.Errorf("record %d: properties %v, want %v", i, values, want.Properties)
+		if values := PropertyValues(got.Properties); !reflect.DeepEqual(values, want.Properties) {
+			t.Errorf("record %d: properties %v, want %v", i, PropertyValues(got.Properties), want.Properties)
 		}
 	}
 	// A keyed record without headers costs one allocation: its message id.

@@ -16,8 +16,8 @@ import (
 // two watermark reads do not depend on the requests before them, so each
 // runs beside them (watermarkRead): the drain's start reads the watermarks
 // while it joins the group (startWatermarks decides which of them may be
-// used), its end reads the log ends while it checks identities and commits. This saves four round trips at
-// the start and three at the end.
+// used), its end reads the log ends while it checks identities and
+// commits. This saves four round trips at the start and three at the end.
 
 // watermarkRead is a Watermarks request running in the background.
 type watermarkRead struct {
