@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // eventOverhead approximates the bytes an event's encoding adds to its
@@ -136,7 +134,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		lim:       lim,
 		claim:     claim,
 		hubs:      hubs,
-		inflight:  semaphore.NewWeighted(m.opts.InFlightBytes),
+		inflight:  newInFlightBound(m.opts.InFlightBytes),
 		states:    make(map[TopicPartition]*partitionState, len(got)),
 		senders:   make(map[string][]*sender),
 		rep:       rep,
@@ -223,7 +221,7 @@ type drain struct {
 	// pipe adapts prefetches to the round trip to Kafka (prefetch.go).
 	pipe fetchPipeline
 
-	inflight *semaphore.Weighted
+	inflight *inFlightBound
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
 	acked    atomic.Int64 // batches Event Hubs accepted
