@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // eventOverhead approximates the bytes an event's encoding adds to its
@@ -134,7 +136,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		lim:       lim,
 		claim:     claim,
 		hubs:      hubs,
-		inflight:  newInFlightBound(m.opts.InFlightBytes),
+		inflight:  semaphore.NewWeighted(m.opts.InFlightBytes),
 		states:    make(map[TopicPartition]*partitionState, len(got)),
 		senders:   make(map[string][]*sender),
 		rep:       rep,
@@ -221,7 +223,7 @@ type drain struct {
 	// pipe adapts prefetches to the round trip to Kafka (prefetch.go).
 	pipe fetchPipeline
 
-	inflight *inFlightBound
+	inflight *semaphore.Weighted
 	records  atomic.Int64 // records handed to senders
 	bytes    atomic.Int64
 	acked    atomic.Int64 // batches Event Hubs accepted

@@ -31,21 +31,12 @@ import (
 //
 // Prefetched fetches are charged to the drain's in-flight bound
 // (Options.InFlightBytes) from the moment they are sent until the reader
-// takes them. Once one arrived it holds what it fetched (fetchedWeight, at
-// most its ask), which is less than its ask when the partition had less to
-// give or the broker's batches did not fill the ask (kfake returns whole
-// producer batches: a 2.4 MiB ask at 50 ms brought 1.4–1.6 MB). While it is
-// on its way it holds an estimate of that (estimate): what the partition's
-// last prefetch of the same ask held, at least half the ask. One that brings
-// more than its estimate is charged the difference on arrival, past the
-// bound when the bound is full (inFlightBound.Overdraw: the records are
-// held already), and the releases that follow pay that back before anything
-// new is charged; so the bound is exceeded by at most half the prefetch
-// budget, and only while partitions bring more than they did. Charging the
-// whole ask on the way held about a megabyte per partition that never came
-// (at 50 ms, 20 MB of the 64 MiB bound, which was what limited the drain).
-// The records of a taken fetch are then charged one event at a time as
-// they are handed over, as before. Prefetches never wait for room:
+// takes them: what they ask for while they are on their way, what they
+// fetched (fetchedWeight) once they arrived, which is less when the
+// partition had less to give or the broker's batches did not fill the ask
+// (kfake returns whole producer batches: a 2.4 MiB ask at 50 ms brought
+// 1.6 MB). The records of a taken fetch are then charged one event at a
+// time as they are handed over, as before. Prefetches never wait for room:
 // one that finds none is not sent (the reader fetches FetchBytes when it
 // needs the data). Together they take at most the bound minus a reserve of
 // a quarter of it, at least 2 MiB, so that events always have room: an
@@ -115,14 +106,6 @@ func (d *drain) chargePrefetch(n int64) bool {
 	return true
 }
 
-// overdrawPrefetch charges n more bytes to an arrived prefetch that brought
-// more than it was charged on its way, past the bound if need be: the
-// records are already held.
-func (d *drain) overdrawPrefetch(n int64) {
-	d.pipe.charged.Add(n)
-	d.inflight.Overdraw(n)
-}
-
 // releasePrefetch returns a prefetch's charge.
 func (d *drain) releasePrefetch(n int64) {
 	if n == 0 {
@@ -141,15 +124,11 @@ type prefetcher struct {
 	// fetched is set once the partition's first fetch returned: that one
 	// is not measured (see above).
 	fetched bool
-	// lastAsk and lastHeld are what the partition's last prefetch asked
-	// for and held once it arrived (see estimate).
-	lastAsk, lastHeld int64
 }
 
 // pendingFetch is one fetch running in the background.
 type pendingFetch struct {
 	offset int64
-	ask    int64 // bytes it asked for
 	charge int64 // bytes of the in-flight bound it holds
 	done   chan struct{}
 	f      Fetched
@@ -166,7 +145,6 @@ func (p *prefetcher) fetch(ctx context.Context, offset int64) (Fetched, error) {
 			select {
 			case <-pf.done:
 				pf.cancel()
-				p.lastAsk, p.lastHeld = pf.ask, pf.charge
 				p.d.releasePrefetch(pf.charge)
 				return pf.f, pf.err
 			case <-ctx.Done():
@@ -211,44 +189,26 @@ func (p *prefetcher) size() int {
 func (p *prefetcher) start(ctx context.Context, offset int64) {
 	p.stop()
 	n := p.size()
-	charge := p.estimate(n)
-	if !p.d.chargePrefetch(charge) {
+	if !p.d.chargePrefetch(int64(n)) {
 		if n == p.d.m.opts.FetchBytes {
 			return
 		}
 		n = p.d.m.opts.FetchBytes
-		charge = p.estimate(n)
-		if !p.d.chargePrefetch(charge) {
+		if !p.d.chargePrefetch(int64(n)) {
 			return
 		}
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	pf := &pendingFetch{offset: offset, ask: int64(n), charge: charge, done: make(chan struct{}), cancel: cancel}
+	pf := &pendingFetch{offset: offset, charge: int64(n), done: make(chan struct{}), cancel: cancel}
 	p.pending = pf
 	go func() {
 		defer close(pf.done)
 		pf.f, pf.err = p.timedFetch(fctx, offset, n)
-		held := min(fetchedWeight(&pf.f), pf.ask)
-		switch {
-		case held < pf.charge:
+		if held := fetchedWeight(&pf.f); held < pf.charge {
 			p.d.releasePrefetch(pf.charge - held)
-		case held > pf.charge:
-			p.d.overdrawPrefetch(held - pf.charge)
+			pf.charge = held
 		}
-		pf.charge = held
 	}()
-}
-
-// estimate is what a prefetch asking for ask bytes is charged while it is
-// on its way: what the partition's last prefetch of the same ask held once
-// it arrived, at least half the ask (the most the bound may then be
-// overdrawn by when it brings its whole ask), the ask otherwise.
-func (p *prefetcher) estimate(ask int) int64 {
-	n := int64(ask)
-	if p.lastAsk != n {
-		return n
-	}
-	return min(max(p.lastHeld, n/2), n)
 }
 
 // stop abandons a pending fetch (nothing of it was consumed), waits for it

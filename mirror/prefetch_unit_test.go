@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sync/semaphore"
 )
 
 func TestPrefetchBytesFollowsTheRoundTrip(t *testing.T) {
@@ -63,7 +65,7 @@ func TestFetchPipelineKeepsTheShortestRoundTrip(t *testing.T) {
 // free now, never more than the budget, and leave the reserve to events.
 func TestPrefetchChargesTheInFlightBound(t *testing.T) {
 	const mib = 1 << 20
-	d := &drain{m: &Mirror{opts: Options{InFlightBytes: 8 * mib}}, inflight: newInFlightBound(8 * mib)}
+	d := &drain{m: &Mirror{opts: Options{InFlightBytes: 8 * mib}}, inflight: semaphore.NewWeighted(8 * mib)}
 	// Budget: 8 − max(2, 2) = 6 MiB.
 	for i := range 6 {
 		if !d.chargePrefetch(mib) {
@@ -123,18 +125,15 @@ func TestPrefetchChargesTheInFlightBound(t *testing.T) {
 	}
 }
 
-// stubFetches answers fetches of one record of 100 B at offset (count
-// records when set), or of none while empty is set, each after delay (the
-// first of each partition after firstDelay instead) and, when gate is set,
-// once it is closed.
+// stubFetches answers fetches of one record of 100 B at offset, or of none while
+// empty is set, each after delay (the first of each partition after
+// firstDelay instead).
 type stubFetches struct {
 	Source // nil: only Fetch is called
 
 	mu                sync.Mutex
 	delay, firstDelay time.Duration
 	empty             bool
-	count             int
-	gate              chan struct{}
 	seen              map[TopicPartition]bool
 }
 
@@ -146,7 +145,7 @@ func (s *stubFetches) set(delay time.Duration, empty bool) {
 
 func (s *stubFetches) Fetch(ctx context.Context, tp TopicPartition, offset int64, maxBytes int) (Fetched, error) {
 	s.mu.Lock()
-	delay, empty, count, gate := s.delay, s.empty, max(s.count, 1), s.gate
+	delay, empty := s.delay, s.empty
 	if !s.seen[tp] {
 		delay = s.firstDelay
 	}
@@ -155,21 +154,10 @@ func (s *stubFetches) Fetch(ctx context.Context, tp TopicPartition, offset int64
 	if !sleep(ctx, delay) {
 		return Fetched{Next: offset}, ctx.Err()
 	}
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return Fetched{Next: offset}, ctx.Err()
-		}
-	}
 	if empty {
 		return Fetched{Next: offset}, nil
 	}
-	f := Fetched{Next: offset + int64(count)}
-	for i := range count {
-		f.Records = append(f.Records, Record{Topic: tp.Topic, Partition: tp.Partition, Offset: offset + int64(i), Value: make([]byte, 100)})
-	}
-	return f, nil
+	return Fetched{Records: []Record{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset, Value: make([]byte, 100)}}, Next: offset + 1}, nil
 }
 
 // The round trip that sizes prefetches is measured neither on a
@@ -180,7 +168,7 @@ func TestPrefetchMeasuresNeitherTheFirstFetchNorALongPoll(t *testing.T) {
 	const mib = 1 << 20
 	ctx := context.Background()
 	newPrefetcher := func(src Source) *prefetcher {
-		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: 64 * mib}}, inflight: newInFlightBound(64 * mib)}
+		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: 64 * mib}}, inflight: semaphore.NewWeighted(64 * mib)}
 		d.order = make([]*partitionState, 20)
 		return &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}}
 	}
@@ -239,7 +227,7 @@ func TestPrefetchHoldsWhatItFetched(t *testing.T) {
 	const mib, bound = 1 << 20, 64 << 20
 	ctx := context.Background()
 	src := &stubFetches{delay: 50 * time.Millisecond, seen: map[TopicPartition]bool{}}
-	d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: newInFlightBound(bound)}
+	d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound)}
 	d.order = make([]*partitionState, 20)
 	p := &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}, fetched: true}
 	p.start(ctx, 0)
@@ -261,70 +249,6 @@ func TestPrefetchHoldsWhatItFetched(t *testing.T) {
 	if _, err := p.fetch(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.pipe.charged.Load(); got != 0 {
-		t.Fatalf("taken, the prefetch still holds %d bytes", got)
-	}
-	if !d.inflight.TryAcquire(bound) {
-		t.Fatal("the bound is not free once the reader took the prefetch")
-	}
-}
-
-// A prefetch is charged, while it is on its way, what the partition's last
-// prefetch of the same ask held (at least half the ask); one that brings
-// more is charged the difference on arrival, past the bound if the bound is
-// full, and the releases that follow pay that back first.
-func TestPrefetchIsChargedWhatTheLastOneHeld(t *testing.T) {
-	const ask, bound = 256, 64 << 20
-	one := 100 + int64(unsafe.Sizeof(Record{})) // a fetch of one 100 B record
-	ctx := context.Background()
-	src := &stubFetches{seen: map[TopicPartition]bool{}}
-	d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: ask, InFlightBytes: bound}}, inflight: newInFlightBound(bound)}
-	d.order = make([]*partitionState, 20)
-	p := &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}, fetched: true}
-	take := func(offset int64) {
-		t.Helper()
-		if _, err := p.fetch(ctx, offset); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	src.gate = make(chan struct{})
-	p.start(ctx, 0)
-	if got := d.pipe.charged.Load(); got != ask {
-		t.Fatalf("the partition's first prefetch is charged %d, want its ask %d", got, ask)
-	}
-	close(src.gate)
-	take(0)
-
-	// The next one is charged what the last one held, one record.
-	src.gate, src.count = make(chan struct{}), 2
-	p.start(ctx, 1)
-	if got := d.pipe.charged.Load(); got != one {
-		t.Fatalf("on its way, a prefetch is charged %d, want what the last one held, %d", got, one)
-	}
-	// It brings two records while events fill the bound: it is charged up
-	// to its ask, past the bound.
-	if !d.inflight.TryAcquire(bound - one) {
-		t.Fatal("events cannot fill the bound")
-	}
-	close(src.gate)
-	<-p.pending.done
-	if got := d.pipe.charged.Load(); got != ask {
-		t.Fatalf("arrived with two records, the prefetch is charged %d, want its ask %d", got, ask)
-	}
-	if got, want := d.inflight.owed.Load(), ask-one; got != want {
-		t.Fatalf("the bound is overdrawn by %d, want %d", got, want)
-	}
-	// The events' acknowledgement pays the overdraft back first.
-	d.inflight.Release(bound - one)
-	if d.inflight.owed.Load() != 0 {
-		t.Fatal("the overdraft was not paid back by the next release")
-	}
-	if !d.inflight.TryAcquire(bound-ask) || d.inflight.TryAcquire(1) {
-		t.Fatalf("with the prefetch holding %d, the bound's room is not the rest", ask)
-	}
-	d.inflight.Release(bound - ask)
-	take(1)
 	if got := d.pipe.charged.Load(); got != 0 {
 		t.Fatalf("taken, the prefetch still holds %d bytes", got)
 	}
