@@ -201,7 +201,7 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 		defer close(cr.done)
 		rctx, cancel := context.WithTimeout(bg, commitRequestLimit)
 		defer cancel()
-		cr.err = c.send(rctx, req)
+		cr.err = c.sendRetrying(ctx, rctx, req)
 		if cr.err != nil {
 			s.log.Debug("commit request failed", "generation", c.g.gen.ID, "err", cr.err)
 		}
@@ -209,7 +209,7 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 			// The connection broke without an answer: send the same
 			// offsets again on a new one. Should the first request still
 			// land, it carries the same offsets, so nothing regresses.
-			cr.err = c.send(rctx, req)
+			cr.err = c.sendRetrying(ctx, rctx, req)
 		}
 		if cr.err == nil && c.uncertainSnapshot() {
 			cr.err = c.verify(rctx, req, offsets)
@@ -235,6 +235,60 @@ func (c *claim) commit(ctx context.Context, offsets map[mirror.TopicPartition]mi
 		}
 	}
 	return fmt.Errorf("kafka: commit group %q generation %d: %w", s.opts.Group, c.g.gen.ID, err)
+}
+
+// Commit errors the coordinator answers while it cannot take the commit
+// now (its replicas timed out, it is loading the group or moved) are retried,
+// as Kafka's own consumer retries a synchronous commit: sending the same
+// offsets again is harmless, a REQUEST_TIMED_OUT commit having perhaps been
+// applied already. Retries go on while the caller waits for the commit, at
+// most until the request's limit, so they never hold up a later commit.
+const (
+	commitRetryBackoff    = 100 * time.Millisecond
+	maxCommitRetryBackoff = time.Second
+)
+
+// retriableCommit reports a commit error that retrying may fix: every
+// partition's error is one of those above.
+func retriableCommit(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !retriableCommit(e) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, target := range []error{kafkago.RequestTimedOut, kafkago.GroupLoadInProgress, kafkago.GroupCoordinatorNotAvailable, kafkago.NotCoordinatorForGroup} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// sendRetrying sends req (send), again after a retriable answer while the
+// caller (waiting) still waits and ctx, the request's limit, allows.
+func (c *claim) sendRetrying(waiting, ctx context.Context, req *kafkago.OffsetCommitRequest) error {
+	backoff := commitRetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := c.send(ctx, req)
+		if err == nil || !retriableCommit(err) || waiting.Err() != nil {
+			return err
+		}
+		c.m.s.log.Debug("commit answered with a retriable error; retrying", "generation", c.g.gen.ID, "attempt", attempt, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-waiting.Done():
+			t.Stop()
+			return err
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff = min(2*backoff, maxCommitRetryBackoff)
+	}
 }
 
 // send sends one OffsetCommit (retried once after stale routing) and

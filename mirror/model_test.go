@@ -22,8 +22,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"pgregory.net/rapid"
 
 	"github.com/ehmirror/ehmirror/emulator"
@@ -114,6 +116,7 @@ func TestModelPositions(t *testing.T) {
 			"catchUp":  md.catchUp,
 			"both":     md.drainBoth,
 			"kill":     md.kill,
+			"unknown":  md.commitsUnanswered,
 			"throttle": md.throttle,
 			"ackLate":  md.ackLate,
 			"cutConn":  md.cutConnections,
@@ -344,6 +347,32 @@ func (md *model) kill(rt *rapid.T) {
 	md.gate.open()
 	md.procs[i] = md.newProc()
 	md.logf("kill p%d after: %s", i, summary(rep, err))
+}
+
+// commitsUnanswered makes the group coordinator apply the next commits
+// but answer them REQUEST_TIMED_OUT, as a broker that timed out waiting for
+// its replicas does: commits whose outcome the mirror cannot know. With
+// "then killed" drawn, the process dies after them (its later commits
+// cut), so the last commit that took effect is one it never saw succeed.
+func (md *model) commitsUnanswered(rt *rapid.T) {
+	md.produce(rt) // something to commit
+	n := rapid.IntRange(1, 4).Draw(rt, "commits answered timed out")
+	h := md.e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: md.e.group, Err: kerr.RequestTimedOut, Count: n})
+	defer h.Remove()
+	i, p := md.proc(rt)
+	if !rapid.Bool().Draw(rt, "then killed") {
+		rep, err := p.svc.Drain(context.Background(), "model-unanswered")
+		md.checkHealth(rt, p, rep)
+		md.logf("%d commits unanswered, drain p%d: %s (%d hit)", n, i, summary(rep, err), h.Hits())
+		return
+	}
+	md.gate.allow.Store(int32(rapid.IntRange(1, n).Draw(rt, "commits before the kill")))
+	md.gate.closed.Store(true)
+	rep, err := p.m.Drain(context.Background(), "model-unanswered-killed", mirror.Limits{MaxDuration: 8 * time.Second})
+	p.close()
+	md.gate.open()
+	md.procs[i] = md.newProc()
+	md.logf("%d commits unanswered, kill p%d after: %s (%d hit)", n, i, summary(rep, err), h.Hits())
 }
 
 // throttle makes Event Hubs refuse the next sends as server-busy, then
