@@ -12,8 +12,18 @@ import (
 // of FetchBytes covers a short round trip; a far Kafka (tens of
 // milliseconds) needs more bytes per round trip, or the partition waits for
 // its data. The pipeline therefore measures the round trip to Kafka and
-// asks, per prefetch, for one more FetchBytes per fetchRTTStep of it, at
-// most maxFetchScale of them.
+// asks, per prefetch, for one more FetchBytes per handOverTime of it, at
+// most maxFetchScale of them. handOverTime is how long a reader takes to
+// hand FetchBytes over when the drain runs at prefetchRate spread over its
+// partitions: a prefetch, sent as the reader takes the fetch before it,
+// is in time when it arrives within that. So a drain of many partitions
+// asks for less per partition than one of few: each of 20 partitions hands
+// 1 MiB over in 84 ms, and one prefetch of 1 MiB covers a 50 ms round
+// trip; each of 4 in 17 ms, and it takes 3 MiB. The rule before asked one
+// more FetchBytes per 25 ms whatever the partitions (40 MB/s each): at 50 ms,
+// 20 partitions' prefetches of 2.4 MiB held the in-flight bound their
+// events needed (readers waited 40–59 % for it, 177–216 MB/s), where
+// prefetches of 1 MiB mirrored 203–222 MB/s (bench runs, 2026-12-05).
 //
 // The round trip is the shortest of the drain's watermark request (sent as
 // the drain starts, beside its group join (watermarks.go), with next to
@@ -46,7 +56,10 @@ import (
 // for another reader's prefetch. Each partition gets an equal share of what
 // prefetches may take.
 const (
-	fetchRTTStep  = 25 * time.Millisecond
+	// prefetchRate is the drain throughput, in bytes per second, that
+	// prefetches are sized for: about what one drain mirrors on two cores
+	// (233–265 MB/s on the bench's machine).
+	prefetchRate  = 250e6
 	maxFetchScale = 8
 	minReserve    = 2 << 20
 )
@@ -77,12 +90,21 @@ func prefetchBudget(inflight int64) int64 {
 	return max(inflight-max(inflight/4, minReserve), 0)
 }
 
+// handOverTime is how long a reader takes to hand fetchBytes over when a
+// drain of partitions runs at prefetchRate.
+func handOverTime(fetchBytes, partitions int) time.Duration {
+	return time.Duration(float64(fetchBytes) * float64(max(partitions, 1)) / prefetchRate * float64(time.Second))
+}
+
 // prefetchBytes is how much one prefetch asks for after a round trip of
-// rtt: FetchBytes, plus FetchBytes per fetchRTTStep of the round trip, at
+// rtt: FetchBytes, plus FetchBytes per handOverTime of the round trip, at
 // most maxFetchScale times FetchBytes and at most one partition's share of
 // the prefetch budget (but never less than FetchBytes).
 func prefetchBytes(rtt time.Duration, fetchBytes int, inflight int64, partitions int) int {
-	scale := min(1+int64(rtt/fetchRTTStep), maxFetchScale)
+	scale := int64(maxFetchScale)
+	if hand := handOverTime(fetchBytes, partitions); hand > 0 {
+		scale = min(1+int64(rtt/hand), maxFetchScale)
+	}
 	want := int64(fetchBytes) * scale
 	if partitions > 0 {
 		want = min(want, prefetchBudget(inflight)/int64(partitions))

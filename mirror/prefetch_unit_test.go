@@ -24,9 +24,11 @@ func TestPrefetchBytesFollowsTheRoundTrip(t *testing.T) {
 		{0, mib, 64 * mib, 20, mib},                     // not measured yet
 		{3 * time.Millisecond, mib, 64 * mib, 20, mib},  // loopback
 		{20 * time.Millisecond, mib, 64 * mib, 20, mib}, // under one step
-		{50 * time.Millisecond, mib, 64 * mib, 20, 48 * mib / 20},
-		{50 * time.Millisecond, mib, 64 * mib, 4, 3 * mib},
-		{100 * time.Millisecond, mib, 64 * mib, 4, 5 * mib},
+		{50 * time.Millisecond, mib, 64 * mib, 20, mib},      // 20 partitions hand 1 MiB over in 84 ms
+		{100 * time.Millisecond, mib, 64 * mib, 20, 2 * mib}, // one more per 84 ms
+		{50 * time.Millisecond, mib, 64 * mib, 4, 3 * mib},   // 4 partitions: one more per 17 ms
+		{100 * time.Millisecond, mib, 64 * mib, 4, 6 * mib},
+		{50 * time.Millisecond, mib, 64 * mib, 1, 8 * mib}, // one partition: at most 8 × FetchBytes
 		{time.Second, mib, 1 << 30, 1, 8 * mib},         // at most 8 × FetchBytes
 		{100 * time.Millisecond, mib, 4 * mib, 20, mib}, // share below FetchBytes: FetchBytes
 		{100 * time.Millisecond, mib, 1 * mib, 1, mib},  // no budget at all
@@ -210,14 +212,15 @@ func TestPrefetchMeasuresNeitherTheFirstFetchNorALongPoll(t *testing.T) {
 	p.stop()
 
 	// Kafka 100 ms away: from the second fetch on, prefetches ask for
-	// more, within the partition's share (48 MiB / 20).
+	// more: one more FetchBytes per 84 ms (what each of 20 partitions
+	// takes to hand 1 MiB over at prefetchRate).
 	src = &stubFetches{delay: 100 * time.Millisecond, firstDelay: 100 * time.Millisecond, seen: map[TopicPartition]bool{}}
 	p = newPrefetcher(src)
 	f = fetch(p, 0)
 	p.start(ctx, f.Next)
 	fetch(p, f.Next)
-	if got, want := p.size(), 48*mib/20; got != want {
-		t.Fatalf("prefetch 100 ms away asks for %d bytes, want the share %d", got, want)
+	if got, want := p.size(), 2*mib; got != want {
+		t.Fatalf("prefetch 100 ms away asks for %d bytes, want %d", got, want)
 	}
 }
 
