@@ -21,17 +21,17 @@ func TestPrefetchBytesFollowsTheRoundTrip(t *testing.T) {
 		partitions int
 		want       int
 	}{
-		{0, mib, 64 * mib, 20, mib},                     // not measured yet
-		{3 * time.Millisecond, mib, 64 * mib, 20, mib},  // loopback
-		{20 * time.Millisecond, mib, 64 * mib, 20, mib}, // under one step
+		{0, mib, 64 * mib, 20, mib},                          // not measured yet
+		{3 * time.Millisecond, mib, 64 * mib, 20, mib},       // loopback
+		{20 * time.Millisecond, mib, 64 * mib, 20, mib},      // under one step
 		{50 * time.Millisecond, mib, 64 * mib, 20, mib},      // 20 partitions hand 1 MiB over in 84 ms
 		{100 * time.Millisecond, mib, 64 * mib, 20, 2 * mib}, // one more per 84 ms
 		{50 * time.Millisecond, mib, 64 * mib, 4, 3 * mib},   // 4 partitions: one more per 17 ms
 		{100 * time.Millisecond, mib, 64 * mib, 4, 6 * mib},
 		{50 * time.Millisecond, mib, 64 * mib, 1, 8 * mib}, // one partition: at most 8 × FetchBytes
-		{time.Second, mib, 1 << 30, 1, 8 * mib},         // at most 8 × FetchBytes
-		{100 * time.Millisecond, mib, 4 * mib, 20, mib}, // share below FetchBytes: FetchBytes
-		{100 * time.Millisecond, mib, 1 * mib, 1, mib},  // no budget at all
+		{time.Second, mib, 1 << 30, 1, 8 * mib},            // at most 8 × FetchBytes
+		{100 * time.Millisecond, mib, 4 * mib, 20, mib},    // share below FetchBytes: FetchBytes
+		{100 * time.Millisecond, mib, 1 * mib, 1, mib},     // no budget at all
 	} {
 		if got := prefetchBytes(c.rtt, c.fetch, c.inflight, c.partitions); got != c.want {
 			t.Errorf("prefetchBytes(%s, %d, %d, %d) = %d, want %d", c.rtt, c.fetch, c.inflight, c.partitions, got, c.want)
