@@ -21,13 +21,20 @@ import (
 // are cut, and it is replaced by a new process.
 func (md *model) kill(rt *rapid.T) {
 	i, p := md.proc(rt)
-	md.gate.allow.Store(int32(rapid.IntRange(1, 3).Draw(rt, "commits before the kill")))
+	rep, err := md.drainThenKill(i, p, rapid.IntRange(1, 3).Draw(rt, "commits before the kill"), "model-killed")
+	md.logf("kill p%d after: %s", i, summary(rep, err))
+}
+
+// drainThenKill drains with process i, p, letting its first commits
+// through and cutting the rest, then replaces it with a new process.
+func (md *model) drainThenKill(i int, p *modelProc, commits int, name string) (*mirror.Report, error) {
+	md.gate.allow.Store(int32(commits))
 	md.gate.closed.Store(true)
-	rep, err := p.m.Drain(context.Background(), "model-killed", mirror.Limits{MaxDuration: 8 * time.Second})
+	rep, err := p.m.Drain(context.Background(), name, mirror.Limits{MaxDuration: 8 * time.Second})
 	p.close()
 	md.gate.open()
 	md.procs[i] = md.newProc()
-	md.logf("kill p%d after: %s", i, summary(rep, err))
+	return rep, err
 }
 
 // commitsUnanswered makes the group coordinator apply the next commits
@@ -47,12 +54,7 @@ func (md *model) commitsUnanswered(rt *rapid.T) {
 		md.logf("%d commits unanswered, drain p%d: %s (%d hit)", n, i, summary(rep, err), h.Hits())
 		return
 	}
-	md.gate.allow.Store(int32(rapid.IntRange(1, n).Draw(rt, "commits before the kill")))
-	md.gate.closed.Store(true)
-	rep, err := p.m.Drain(context.Background(), "model-unanswered-killed", mirror.Limits{MaxDuration: 8 * time.Second})
-	p.close()
-	md.gate.open()
-	md.procs[i] = md.newProc()
+	rep, err := md.drainThenKill(i, p, rapid.IntRange(1, n).Draw(rt, "commits before the kill"), "model-unanswered-killed")
 	md.logf("%d commits unanswered, kill p%d after: %s (%d hit)", n, i, summary(rep, err), h.Hits())
 }
 

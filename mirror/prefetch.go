@@ -23,7 +23,7 @@ import (
 // more FetchBytes per 25 ms whatever the partitions (40 MB/s each): at 50 ms,
 // 20 partitions' prefetches of 2.4 MiB held the in-flight bound their
 // events needed (readers waited 40–59 % for it, 177–216 MB/s), where
-// prefetches of 1 MiB mirrored 203–222 MB/s (bench runs, 2026-12-05).
+// prefetches of 1 MiB mirrored 203–229 MB/s (bench runs, 2026-12-05).
 //
 // The round trip is the shortest of the drain's watermark request (sent as
 // the drain starts, beside its group join (watermarks.go), with next to
@@ -44,9 +44,9 @@ import (
 // takes them: what they ask for while they are on their way, what they
 // fetched (fetchedWeight) once they arrived, which is less when the
 // partition had less to give or the broker's batches did not fill the ask
-// (kfake returns whole producer batches: a 2.4 MiB ask at 50 ms brought
-// 1.6 MB). The records of a taken fetch are then charged one event at a
-// time as they are handed over, as before. Prefetches never wait for room:
+// (kfake returns whole producer batches: a 2.4 MiB ask at 50 ms, as the
+// rule before made, brought 1.6 MB). The records of a taken fetch are then
+// charged one event at a time as they are handed over, as before. Prefetches never wait for room:
 // one that finds none is not sent (the reader fetches FetchBytes when it
 // needs the data). Together they take at most the bound minus a reserve of
 // a quarter of it, at least 2 MiB, so that events always have room: an

@@ -23,7 +23,7 @@ func TestPrefetchBytesFollowsTheRoundTrip(t *testing.T) {
 	}{
 		{0, mib, 64 * mib, 20, mib},                          // not measured yet
 		{3 * time.Millisecond, mib, 64 * mib, 20, mib},       // loopback
-		{20 * time.Millisecond, mib, 64 * mib, 20, mib},      // under one step
+		{20 * time.Millisecond, mib, 64 * mib, 20, mib},      // under one hand-over time
 		{50 * time.Millisecond, mib, 64 * mib, 20, mib},      // 20 partitions hand 1 MiB over in 84 ms
 		{100 * time.Millisecond, mib, 64 * mib, 20, 2 * mib}, // one more per 84 ms
 		{50 * time.Millisecond, mib, 64 * mib, 4, 3 * mib},   // 4 partitions: one more per 17 ms
@@ -207,7 +207,7 @@ func TestPrefetchMeasuresNeitherTheFirstFetchNorALongPoll(t *testing.T) {
 	p.start(ctx, f.Next)
 	fetch(p, f.Next)
 	if rtt := time.Duration(p.d.pipe.rtt.Load()); rtt <= 0 || rtt >= 25*time.Millisecond {
-		t.Fatalf("round trip %s after a fetch that returned at once, want above 0 and below one step", rtt)
+		t.Fatalf("round trip %s after a fetch that returned at once, want above 0 and below 25 ms", rtt)
 	}
 	p.stop()
 

@@ -323,7 +323,7 @@ func TestEventBuilderMatchesEventFor(t *testing.T) {
 			t.Errorf("record %d: message id %q, body %q; want %q, %q", i, got.MessageID, got.Body, want.MessageID, want.Body)
 		}
 		if values := PropertyValues(got.Properties); !reflect.DeepEqual(values, want.Properties) {
-			t.Errorf("record %d: properties %v, want %v", i, PropertyValues(got.Properties), want.Properties)
+			t.Errorf("record %d: properties %v, want %v", i, values, want.Properties)
 		}
 	}
 	// A keyed record without headers costs one allocation: its message id.
