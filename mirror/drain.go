@@ -362,6 +362,13 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}()
 	}
 	readers.Wait()
+	// The final identity check needs only the reads, which have ended: it
+	// runs while the senders send what the readers handed over, so the
+	// final commit waits for one round trip to Kafka less.
+	identityCtx, cancelIdentity := context.WithTimeout(context.WithoutCancel(ctx), max(margin, time.Second))
+	defer cancelIdentity()
+	identityDone := make(chan error, 1)
+	go func() { identityDone <- d.checkIdentity(identityCtx) }()
 	for _, ss := range d.senders {
 		for _, s := range ss {
 			close(s.in)
@@ -396,10 +403,9 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	if d.dd != nil {
 		d.dd.final.Store(true) // every sender has ended
 	}
-	// The log ends for the lag are read beside the identity check and the
-	// commit (watermarks.go).
+	// The log ends for the lag are read beside the commit (watermarks.go).
 	ends := d.m.readWatermarks(finalCtx, d.partitions())
-	if err := d.checkIdentity(finalCtx); err != nil {
+	if err := <-identityDone; err != nil {
 		d.rep.Errors = append(d.rep.Errors, fmt.Sprintf("final %v: records read since the last check are not committed", err))
 	}
 	if err := d.commit(finalCtx); err != nil {

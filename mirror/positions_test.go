@@ -1,8 +1,11 @@
 package mirror_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/ehmirror/ehmirror/emulator"
+	"github.com/ehmirror/ehmirror/eventhubs"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -248,5 +252,74 @@ func TestBrokerWithoutTopicIDs(t *testing.T) {
 	rep = e.drain(m, mirror.Limits{})
 	if p := findPartition(t, rep, "prod.test1", 0); p.Records != 0 || !strings.Contains(p.Error, "cannot be checked") {
 		t.Fatalf("commit with an uncheckable topic id: %+v", p)
+	}
+}
+
+// listingSource is the real Kafka source with the start of every topic
+// listing recorded.
+type listingSource struct {
+	mirror.Source
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (s *listingSource) Topics(ctx context.Context) ([]mirror.Topic, error) {
+	s.mu.Lock()
+	s.starts = append(s.starts, time.Now())
+	s.mu.Unlock()
+	return s.Source.Topics(ctx)
+}
+
+// slowSendSink is the real Event Hubs adapter with every send held for a
+// while first, and the end of the last send recorded.
+type slowSendSink struct {
+	*eventhubs.Sink
+	delay   time.Duration
+	lastEnd atomic.Int64 // Unix nanoseconds
+}
+
+func (s *slowSendSink) Send(ctx context.Context, b mirror.Batch) error {
+	time.Sleep(s.delay)
+	err := s.Sink.Send(ctx, b)
+	s.lastEnd.Store(time.Now().UnixNano())
+	return err
+}
+
+// The final identity check needs only the reads: it runs while the senders
+// still send what the readers handed over, so the final commit does not
+// wait one more round trip to Kafka after the last acknowledgement. What it
+// guards is unchanged: the commit still waits for it.
+func TestFinalIdentityCheckRunsBesideTheLastSends(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	for p := range int32(4) {
+		e.produce(&kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "v%d", p)})
+	}
+	src := &listingSource{Source: e.newSource()}
+	sink := &slowSendSink{Sink: e.newSink(), delay: 500 * time.Millisecond}
+	// No periodic identity check or commit: the listings are the drain's
+	// start and its final check.
+	m, err := mirror.New(src, sink, mirror.Options{Logger: testLogger(), CommitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := e.drain(m, mirror.Limits{})
+	if rep.Failed() || rep.Records != 4 || !rep.CaughtUp() || rep.LagAfter != 0 {
+		t.Fatalf("drain: want 4 records, caught up, no lag: %s\n%s", rep.Summary(), strings.Join(rep.Lines(), "\n"))
+	}
+	src.mu.Lock()
+	starts := slices.Clone(src.starts) // before Lag lists the topics again
+	src.mu.Unlock()
+	for p, off := range e.committed(m, topic) {
+		if off != 1 {
+			t.Errorf("partition %d committed %d, want 1", p, off)
+		}
+	}
+	if len(starts) < 2 {
+		t.Fatalf("%d topic listings, want the start's and the final identity check's", len(starts))
+	}
+	lastSend := time.Unix(0, sink.lastEnd.Load())
+	if final := starts[len(starts)-1]; !final.Before(lastSend) {
+		t.Errorf("the final identity check started %v after the last send ended; want it beside the sends", final.Sub(lastSend).Round(time.Millisecond))
 	}
 }
