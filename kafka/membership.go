@@ -136,6 +136,14 @@ func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, erro
 		old.leaveIfUnused()
 	}
 
+	// The coordinator is looked up beside the join, so that reading the
+	// committed offsets after it takes one round trip (coordinator.go).
+	// The lookup ends with the Claim (jctx) at the latest.
+	go func() {
+		if err := s.router.lookUp(jctx, s.addr, s.opts.Group); err != nil {
+			s.log.Debug("looking up the group coordinator", "err", err)
+		}
+	}()
 	start := time.Now()
 	c, err := m.await(jctx, ts)
 	if err != nil {

@@ -48,7 +48,10 @@ type Source struct {
 	log       *slog.Logger
 	addr      net.Addr
 	transport *kafkago.Transport
-	client    *kafkago.Client
+	// router sends the client's commits and committed-offset reads
+	// straight to the group's coordinator (coordinator.go).
+	router *coordinatorRouter
+	client *kafkago.Client
 	// metadataVersion is the Metadata version topicMetadataRequest
 	// negotiated (0 = not yet).
 	metadataVersion atomic.Int32
@@ -113,6 +116,7 @@ func NewSource(opts Options) (*Source, error) {
 		t.Dial, t.TLS, t.SASL = sd.DialContext, nil, nil
 	}
 	addr := kafkago.TCP(o.Brokers...)
+	router := newCoordinatorRouter(t, o.ClientID)
 	s := &Source{
 		opts:      o,
 		mech:      mech,
@@ -121,7 +125,8 @@ func NewSource(opts Options) (*Source, error) {
 		log:       o.Logger.With("component", "kafka", "group", o.Group),
 		addr:      addr,
 		transport: t,
-		client:    &kafkago.Client{Addr: addr, Transport: t},
+		router:    router,
+		client:    &kafkago.Client{Addr: addr, Transport: router},
 		ctx:       ctx,
 		cancel:    cancel,
 		members:   make(map[*membership]struct{}),

@@ -1,0 +1,172 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/findcoordinator"
+	"github.com/segmentio/kafka-go/protocol/offsetcommit"
+	"github.com/segmentio/kafka-go/protocol/offsetfetch"
+)
+
+// coordinatorRouter is the RoundTripper of the Source's Client. kafka-go's
+// Transport looks a group's coordinator up (FindCoordinator) before every
+// group request, so a commit or a read of the committed offsets took two
+// round trips to Kafka: 100 ms each at the end and the start of a drain
+// with Kafka 50 ms away. The router looks the coordinator up once, keeps
+// it, and sends OffsetCommit and OffsetFetch straight to it, in one round
+// trip. A coordinator whose request fails, or that answers it is not (or no
+// longer) the coordinator, is forgotten: the caller's retry (withRetry,
+// the commit's retries) looks it up again. Every other request goes to the
+// Transport unchanged.
+type coordinatorRouter struct {
+	next     kafkago.RoundTripper
+	clientID string
+
+	mu    sync.Mutex
+	nodes map[string]int32 // group -> its coordinator's node ID
+}
+
+func newCoordinatorRouter(next kafkago.RoundTripper, clientID string) *coordinatorRouter {
+	return &coordinatorRouter{next: next, clientID: clientID, nodes: make(map[string]int32)}
+}
+
+// RoundTrip sends req, routing OffsetCommit and OffsetFetch to the group's
+// known coordinator.
+func (r *coordinatorRouter) RoundTrip(ctx context.Context, addr net.Addr, req kafkago.Request) (kafkago.Response, error) {
+	var group string
+	switch m := req.(type) {
+	case *offsetcommit.Request:
+		group = m.GroupID
+	case *offsetfetch.Request:
+		group = m.GroupID
+	default:
+		return r.next.RoundTrip(ctx, addr, req)
+	}
+	node, err := r.coordinator(ctx, addr, group)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.next.RoundTrip(ctx, addr, &routedRequest{Message: req, node: node, clientID: r.clientID})
+	if err != nil || answeredNotCoordinator(res) {
+		r.forget(group, node)
+	}
+	return res, err
+}
+
+// coordinator returns group's coordinator, looking it up when it is not
+// known.
+func (r *coordinatorRouter) coordinator(ctx context.Context, addr net.Addr, group string) (int32, error) {
+	r.mu.Lock()
+	node, ok := r.nodes[group]
+	r.mu.Unlock()
+	if ok {
+		return node, nil
+	}
+	m, err := r.next.RoundTrip(ctx, addr, &findcoordinator.Request{Key: group})
+	if err != nil {
+		return 0, fmt.Errorf("finding the coordinator of group %q: %w", group, err)
+	}
+	res, ok := m.(*findcoordinator.Response)
+	if !ok {
+		return 0, fmt.Errorf("finding the coordinator of group %q: unexpected answer %T", group, m)
+	}
+	if res.ErrorCode != 0 {
+		return 0, fmt.Errorf("finding the coordinator of group %q: %w", group, kafkago.Error(res.ErrorCode))
+	}
+	r.mu.Lock()
+	r.nodes[group] = res.NodeID
+	r.mu.Unlock()
+	return res.NodeID, nil
+}
+
+// lookUp finds group's coordinator when it is not known yet, so that the
+// next group request goes straight to it.
+func (r *coordinatorRouter) lookUp(ctx context.Context, addr net.Addr, group string) error {
+	_, err := r.coordinator(ctx, addr, group)
+	return err
+}
+
+// forget drops group's coordinator when it is still node.
+func (r *coordinatorRouter) forget(group string, node int32) {
+	r.mu.Lock()
+	if n, ok := r.nodes[group]; ok && n == node {
+		delete(r.nodes, group)
+	}
+	r.mu.Unlock()
+}
+
+// answeredNotCoordinator reports whether a routed request's answer says
+// the broker is not the group's coordinator (it moved) or none is
+// available, at the top level or for any partition.
+func answeredNotCoordinator(res kafkago.Response) bool {
+	var codes []int16
+	switch m := res.(type) {
+	case *offsetcommit.Response:
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	case *offsetfetch.Response:
+		codes = append(codes, m.ErrorCode)
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	}
+	for _, c := range codes {
+		if err := kafkago.Error(c); errors.Is(err, kafkago.NotCoordinatorForGroup) || errors.Is(err, kafkago.GroupCoordinatorNotAvailable) {
+			return true
+		}
+	}
+	return false
+}
+
+// routedRequest is a group request sent to a given broker: the Transport
+// routes a protocol.BrokerMessage to the broker it names instead of asking
+// for the coordinator first. kafka-go encodes a request by its registered
+// type, so the wrapper takes over the exchange (protocol.RawExchanger) and
+// writes the wrapped request itself, at the version the connection
+// negotiated.
+type routedRequest struct {
+	protocol.Message
+	node     int32
+	clientID string
+	version  int16
+}
+
+var (
+	_ protocol.BrokerMessage = (*routedRequest)(nil)
+	_ protocol.RawExchanger  = (*routedRequest)(nil)
+)
+
+// Broker is the broker the request is for.
+func (r *routedRequest) Broker(cluster protocol.Cluster) (protocol.Broker, error) {
+	b, ok := cluster.Brokers[r.node]
+	if !ok {
+		return protocol.Broker{}, fmt.Errorf("coordinator %d is not among the cluster's brokers: %w", r.node, kafkago.GroupCoordinatorNotAvailable)
+	}
+	return b, nil
+}
+
+// Required takes the version the connection negotiated for the request and
+// always takes over the exchange.
+func (r *routedRequest) Required(versions map[protocol.ApiKey]int16) bool {
+	r.version = versions[r.ApiKey()]
+	return true
+}
+
+// RawExchange writes the wrapped request and reads its answer.
+func (r *routedRequest) RawExchange(rw io.ReadWriter) (protocol.Message, error) {
+	// One request at a time per connection: any correlation ID matches.
+	const correlationID = 1
+	return protocol.RoundTrip(rw, r.version, correlationID, r.clientID, r.Message)
+}
