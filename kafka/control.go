@@ -40,23 +40,15 @@ func (s *Source) OffsetsForTime(ctx context.Context, tps []mirror.TopicPartition
 	if len(tps) == 0 {
 		return out, nil
 	}
-	req := &kafkago.ListOffsetsRequest{Topics: make(map[string][]kafkago.OffsetRequest), IsolationLevel: kafkago.ReadCommitted}
-	for _, tp := range tps {
-		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.TimeOffsetOf(int(tp.Partition), t))
-	}
-	res, err := s.listOffsets(ctx, req)
+	ts := t.UnixMilli()
+	offs, err := s.listOffsets(ctx, tps, ts)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: offsets at %s of %d partitions: %w", t.Format(time.RFC3339), len(tps), err)
 	}
 	var missing []mirror.TopicPartition
-	for topic, ps := range res.Topics {
-		for _, p := range ps {
-			tp := mirror.TopicPartition{Topic: topic, Partition: int32(p.Partition)}
-			for off := range p.Offsets {
-				if off >= 0 {
-					out[tp] = off
-				}
-			}
+	for tp, off := range offs[ts] {
+		if off >= 0 {
+			out[tp] = off
 		}
 	}
 	for _, tp := range tps {

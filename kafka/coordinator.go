@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/findcoordinator"
 	"github.com/segmentio/kafka-go/protocol/offsetcommit"
 	"github.com/segmentio/kafka-go/protocol/offsetfetch"
@@ -53,7 +51,7 @@ func (r *coordinatorRouter) RoundTrip(ctx context.Context, addr net.Addr, req ka
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.next.RoundTrip(ctx, addr, &routedRequest{Message: req, node: node, clientID: r.clientID})
+	res, err := r.next.RoundTrip(ctx, addr, &brokerRequest{Message: req, node: node, clientID: r.clientID, unknown: kafkago.GroupCoordinatorNotAvailable})
 	if err != nil || answeredNotCoordinator(res) {
 		r.forget(group, node)
 	}
@@ -128,45 +126,4 @@ func answeredNotCoordinator(res kafkago.Response) bool {
 		}
 	}
 	return false
-}
-
-// routedRequest is a group request sent to a given broker: the Transport
-// routes a protocol.BrokerMessage to the broker it names instead of asking
-// for the coordinator first. kafka-go encodes a request by its registered
-// type, so the wrapper takes over the exchange (protocol.RawExchanger) and
-// writes the wrapped request itself, at the version the connection
-// negotiated.
-type routedRequest struct {
-	protocol.Message
-	node     int32
-	clientID string
-	version  int16
-}
-
-var (
-	_ protocol.BrokerMessage = (*routedRequest)(nil)
-	_ protocol.RawExchanger  = (*routedRequest)(nil)
-)
-
-// Broker is the broker the request is for.
-func (r *routedRequest) Broker(cluster protocol.Cluster) (protocol.Broker, error) {
-	b, ok := cluster.Brokers[r.node]
-	if !ok {
-		return protocol.Broker{}, fmt.Errorf("coordinator %d is not among the cluster's brokers: %w", r.node, kafkago.GroupCoordinatorNotAvailable)
-	}
-	return b, nil
-}
-
-// Required takes the version the connection negotiated for the request and
-// always takes over the exchange.
-func (r *routedRequest) Required(versions map[protocol.ApiKey]int16) bool {
-	r.version = versions[r.ApiKey()]
-	return true
-}
-
-// RawExchange writes the wrapped request and reads its answer.
-func (r *routedRequest) RawExchange(rw io.ReadWriter) (protocol.Message, error) {
-	// One request at a time per connection: any correlation ID matches.
-	const correlationID = 1
-	return protocol.RoundTrip(rw, r.version, correlationID, r.clientID, r.Message)
 }

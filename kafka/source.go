@@ -325,22 +325,6 @@ func staleRouting(err error) bool {
 
 // withRetry runs call and, when it fails because of stale routing
 // metadata, refreshes the Transport's metadata and runs it once more.
-// listOffsets sends req with one retry after stale metadata and fails on
-// the first partition the broker answered with an error.
-func (s *Source) listOffsets(ctx context.Context, req *kafkago.ListOffsetsRequest) (*kafkago.ListOffsetsResponse, error) {
-	var res *kafkago.ListOffsetsResponse
-	err := s.withRetry(ctx, func(ctx context.Context) error {
-		rctx, cancel := s.requestCtx(ctx, 0)
-		defer cancel()
-		var err error
-		if res, err = s.client.ListOffsets(rctx, req); err != nil {
-			return err
-		}
-		return partitionError(res.Topics, func(p kafkago.PartitionOffsets) (int, error) { return p.Partition, p.Error })
-	})
-	return res, err
-}
-
 // partitionError returns the first error a response carries for one of its
 // partitions, named by topic and partition; of reads a partition's number
 // and error.
@@ -384,27 +368,12 @@ func (s *Source) Watermarks(ctx context.Context, tps []mirror.TopicPartition) (m
 	if len(tps) == 0 {
 		return out, nil
 	}
-	req := &kafkago.ListOffsetsRequest{
-		Topics:         make(map[string][]kafkago.OffsetRequest),
-		IsolationLevel: kafkago.ReadCommitted,
-	}
-	for _, tp := range tps {
-		p := int(tp.Partition)
-		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafkago.FirstOffsetOf(p), kafkago.LastOffsetOf(p))
-	}
-	res, err := s.listOffsets(ctx, req)
+	offs, err := s.listOffsets(ctx, tps, earliestTimestamp, latestTimestamp)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: watermarks of %d partitions: %w", len(tps), err)
 	}
-	for topic, ps := range res.Topics {
-		for _, p := range ps {
-			out[mirror.TopicPartition{Topic: topic, Partition: int32(p.Partition)}] = mirror.Watermarks{Start: p.FirstOffset, End: p.LastOffset}
-		}
-	}
 	for _, tp := range tps {
-		if _, ok := out[tp]; !ok {
-			return nil, fmt.Errorf("kafka: watermarks: no answer for %s", tp)
-		}
+		out[tp] = mirror.Watermarks{Start: offs[earliestTimestamp][tp], End: offs[latestTimestamp][tp]}
 	}
 	return out, nil
 }
