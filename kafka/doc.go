@@ -8,10 +8,14 @@
 //
 // # Connections
 //
-// A [Source] owns one kafka-go Transport (a pool of multiplexed connections,
-// one per broker plus a control connection) used by Fetch, Watermarks,
-// Committed, Commit, LeaveGroup and Topics; and, per group membership, the coordinator connections of a kafka-go
-// ConsumerGroup. All of them use the same TLS config and SASL mechanism
+// A [Source] owns one kafka-go Transport (a pool of connections per broker:
+// one for each request in flight, kept for reuse while idle) used by Fetch,
+// Watermarks, Committed, Commit, LeaveGroup and Topics; and, per group
+// membership, the coordinator connections of a kafka-go ConsumerGroup.
+// Watermarks and OffsetsForTime send one ListOffsets per partition leader
+// and timestamp (listoffsets.go), not kafka-go's one per partition and
+// offset; Committed and Commit go straight to the group's coordinator, found
+// once (coordinator.go), not after a FindCoordinator each. All of them use the same TLS config and SASL mechanism
 // (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). The password is never logged nor put
 // in an error, and [SASL] and [Options] print it redacted.
 //
