@@ -453,6 +453,17 @@ func TestThreeBrokers(t *testing.T) {
 	if err != nil || len(f.Records) != 2 {
 		t.Fatalf("fetch after a leader move: %v, %d records", err, len(f.Records))
 	}
+
+	// Watermarks, sent per leader from the Transport's cached metadata,
+	// notice a moved leader the same way.
+	tp = all[2]
+	leader = c.LeaderFor(tp.Topic, tp.Partition)
+	if err := c.MoveTopicPartition(tp.Topic, tp.Partition, (leader+1)%3); err != nil {
+		t.Fatal(err)
+	}
+	if wm, err := s.Watermarks(ctx, all); err != nil || wm[tp].End != 3 {
+		t.Fatalf("watermarks after a leader move: %v, %s ends at %d (want 3)", err, tp, wm[tp].End)
+	}
 }
 
 // An idle partition's long polls double, from FetchMaxWait up to
