@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Control is what offset resets and pauses need from Kafka besides the
@@ -128,12 +130,25 @@ func (m *Mirror) pauseStates(ctx context.Context, topics []string) (map[string]p
 	if m.opts.Control == nil || len(topics) == 0 {
 		return out, nil
 	}
-	for _, slot := range []string{ControlSlotDecision, ControlSlotKept} {
-		recs, err := m.opts.Control.ControlRecords(ctx, slot, topics)
-		if err != nil {
-			return nil, fmt.Errorf("reading pauses: %w", err)
-		}
-		for topic, raw := range recs {
+	// The two slots are read at once: one round trip to Kafka before a
+	// drain's claim, not two. Their order does not matter: the state is
+	// the newer of the two records by decision time, and a kept record is
+	// only ever a copy of a decision.
+	slots := []string{ControlSlotDecision, ControlSlotKept}
+	read := make([]map[string]string, len(slots))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, slot := range slots {
+		g.Go(func() error {
+			var err error
+			read[i], err = m.opts.Control.ControlRecords(gctx, slot, topics)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("reading pauses: %w", err)
+	}
+	for i, slot := range slots {
+		for topic, raw := range read[i] {
 			var r pauseRecord
 			if raw == "" || json.Unmarshal([]byte(raw), &r) != nil || r.V != pauseRecordVersion {
 				continue

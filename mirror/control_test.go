@@ -2,8 +2,10 @@ package mirror
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -63,5 +65,51 @@ func TestPauseRecordsRefreshed(t *testing.T) {
 	}
 	if _, _, _, err := m.dropPaused(context.Background(), topics); err != nil || fc.writes != 2 {
 		t.Fatalf("refreshed again within the hour: %d writes", fc.writes)
+	}
+}
+
+// barrierControl is a fakeControl whose ControlRecords calls each wait,
+// up to a limit, until want of them are under way at once.
+type barrierControl struct {
+	*fakeControl
+	want    int
+	mu      sync.Mutex
+	arrived int
+	all     chan struct{}
+}
+
+func (b *barrierControl) ControlRecords(ctx context.Context, slot string, topics []string) (map[string]string, error) {
+	b.mu.Lock()
+	b.arrived++
+	if b.arrived == b.want {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+	case <-time.After(5 * time.Second):
+		return nil, fmt.Errorf("slot %s read alone: the other slot was not read at the same time", slot)
+	}
+	return b.fakeControl.ControlRecords(ctx, slot, topics)
+}
+
+// The two control slots are read at once (one round trip before a drain's
+// claim, not two), and their records combine as before: a newer decision
+// wins over an older kept copy.
+func TestPauseSlotsReadAtOnce(t *testing.T) {
+	fc := &fakeControl{records: map[string]string{
+		"control/a":      `{"v":1,"paused":true,"by":"ann","at":"2026-01-01T00:00:00Z"}`,
+		"control/d":      `{"v":1,"paused":false,"by":"bob","at":"2026-02-01T00:00:00Z"}`,
+		"control.kept/d": `{"v":1,"paused":true,"by":"ann","at":"2026-01-01T00:00:00Z"}`,
+		"control.kept/e": `{"v":1,"paused":true,"by":"eve","at":"2026-03-01T00:00:00Z"}`,
+	}}
+	bc := &barrierControl{fakeControl: fc, want: 2, all: make(chan struct{})}
+	m := &Mirror{opts: Options{Control: bc, Logger: slog.Default(), PauseRefresh: time.Hour}}
+	got, err := m.Pauses(context.Background(), []string{"a", "d", "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["a"].By != "ann" || got["e"].By != "eve" {
+		t.Fatalf("pauses %v, want a (decision) and e (kept copy); d resumed", got)
 	}
 }
