@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -84,13 +85,6 @@ func (r *coordinatorRouter) coordinator(ctx context.Context, addr net.Addr, grou
 	return res.NodeID, nil
 }
 
-// lookUp finds group's coordinator when it is not known yet, so that the
-// next group request goes straight to it.
-func (r *coordinatorRouter) lookUp(ctx context.Context, addr net.Addr, group string) error {
-	_, err := r.coordinator(ctx, addr, group)
-	return err
-}
-
 // forget drops group's coordinator when it is still node.
 func (r *coordinatorRouter) forget(group string, node int32) {
 	r.mu.Lock()
@@ -104,25 +98,25 @@ func (r *coordinatorRouter) forget(group string, node int32) {
 // the broker is not the group's coordinator (it moved) or none is
 // available, at the top level or for any partition.
 func answeredNotCoordinator(res kafkago.Response) bool {
-	var codes []int16
+	notCoordinator := func(code int16) bool {
+		err := kafkago.Error(code)
+		return errors.Is(err, kafkago.NotCoordinatorForGroup) || errors.Is(err, kafkago.GroupCoordinatorNotAvailable)
+	}
 	switch m := res.(type) {
 	case *offsetcommit.Response:
 		for _, t := range m.Topics {
-			for _, p := range t.Partitions {
-				codes = append(codes, p.ErrorCode)
+			if slices.ContainsFunc(t.Partitions, func(p offsetcommit.ResponsePartition) bool { return notCoordinator(p.ErrorCode) }) {
+				return true
 			}
 		}
 	case *offsetfetch.Response:
-		codes = append(codes, m.ErrorCode)
-		for _, t := range m.Topics {
-			for _, p := range t.Partitions {
-				codes = append(codes, p.ErrorCode)
-			}
-		}
-	}
-	for _, c := range codes {
-		if err := kafkago.Error(c); errors.Is(err, kafkago.NotCoordinatorForGroup) || errors.Is(err, kafkago.GroupCoordinatorNotAvailable) {
+		if notCoordinator(m.ErrorCode) {
 			return true
+		}
+		for _, t := range m.Topics {
+			if slices.ContainsFunc(t.Partitions, func(p offsetfetch.ResponsePartition) bool { return notCoordinator(p.ErrorCode) }) {
+				return true
+			}
 		}
 	}
 	return false

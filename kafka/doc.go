@@ -15,8 +15,9 @@
 // Watermarks and OffsetsForTime send one ListOffsets per partition leader
 // and timestamp (listoffsets.go), not kafka-go's one per partition and
 // offset; Committed and Commit go straight to the group's coordinator, found
-// once (coordinator.go), not after a FindCoordinator each. All of them use the same TLS config and SASL mechanism
-// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). The password is never logged nor put
+// once (coordinator.go), not after a FindCoordinator each. All of them use
+// the same TLS config and SASL mechanism (PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512). The password is never logged nor put
 // in an error, and [SASL] and [Options] print it redacted.
 //
 // Dial errors surface at once (connection refused) or after DialTimeout;

@@ -140,7 +140,7 @@ func (s *Source) Claim(ctx context.Context, topics []string) (mirror.Claim, erro
 	// committed offsets after it takes one round trip (coordinator.go).
 	// The lookup ends with the Claim (jctx) at the latest.
 	go func() {
-		if err := s.router.lookUp(jctx, s.addr, s.opts.Group); err != nil {
+		if _, err := s.router.coordinator(jctx, s.addr, s.opts.Group); err != nil {
 			s.log.Debug("looking up the group coordinator", "err", err)
 		}
 	}()

@@ -46,9 +46,9 @@ import (
 // partition had less to give or the broker's batches did not fill the ask
 // (kfake returns whole producer batches: a 2.4 MiB ask at 50 ms, as the
 // rule before made, brought 1.6 MB). The records of a taken fetch are then
-// charged one event at a time as they are handed over, as before. Prefetches never wait for room:
-// one that finds none is not sent (the reader fetches FetchBytes when it
-// needs the data). Together they take at most the bound minus a reserve of
+// charged one event at a time as they are handed over, as before.
+// Prefetches never wait for room: one that finds none is not sent (the
+// reader fetches FetchBytes when it needs the data). Together they take at most the bound minus a reserve of
 // a quarter of it, at least 2 MiB, so that events always have room: an
 // event's weight is at most 1 MiB plus its key and overhead on every tier
 // but Dedicated (whose 20 MB events want a bound above 80 MiB), and a
