@@ -275,35 +275,48 @@ func decodeRecords(tp mirror.TopicPartition, offset int64, p *fetchapi.ResponseP
 
 // appendRecords copies the records of one batch at or after offset (a batch
 // starts at its base offset, which may precede the one asked for) into out.
-// Keys and values of the batch share one allocation.
+// Keys, values and header values of the batch share one allocation, and so
+// do the Header structs of its records: no allocation per record.
 func appendRecords(out []mirror.Record, tp mirror.TopicPartition, offset int64, raw []protocol.Record) ([]mirror.Record, error) {
 	defer closeRecords(raw)
-	size, n := 0, 0
+	size, n, nh := 0, 0, 0
 	for i := range raw {
-		if raw[i].Offset < offset {
+		r := &raw[i]
+		if r.Offset < offset {
 			continue
 		}
 		n++
-		if raw[i].Key != nil {
-			size += raw[i].Key.Len()
+		if r.Key != nil {
+			size += r.Key.Len()
 		}
-		if raw[i].Value != nil {
-			size += raw[i].Value.Len()
+		if r.Value != nil {
+			size += r.Value.Len()
+		}
+		nh += len(r.Headers)
+		for _, h := range r.Headers {
+			size += len(h.Value)
 		}
 	}
 	if n == 0 {
 		return out, nil
 	}
 	slab := make([]byte, size)
+	carve := func(l int) []byte {
+		dst := slab[:l:l]
+		slab = slab[l:]
+		return dst
+	}
 	take := func(b protocol.Bytes) ([]byte, error) {
 		if b == nil {
 			return nil, nil
 		}
-		l := b.Len()
-		dst := slab[:l:l]
-		slab = slab[l:]
+		dst := carve(b.Len())
 		_, err := io.ReadFull(b, dst)
 		return dst, err
+	}
+	var headers []mirror.Header
+	if nh > 0 {
+		headers = make([]mirror.Header, nh)
 	}
 	out = slices.Grow(out, n)
 	for i := range raw {
@@ -320,12 +333,13 @@ func appendRecords(out []mirror.Record, tp mirror.TopicPartition, offset int64, 
 			return out, fmt.Errorf("value at offset %d: %w", r.Offset, err)
 		}
 		var hs []mirror.Header
-		if len(r.Headers) > 0 {
-			hs = make([]mirror.Header, len(r.Headers))
+		if l := len(r.Headers); l > 0 {
+			hs, headers = headers[:l:l], headers[l:]
 			for j, h := range r.Headers {
 				var v []byte
 				if h.Value != nil {
-					v = append(make([]byte, 0, len(h.Value)), h.Value...)
+					v = carve(len(h.Value))
+					copy(v, h.Value)
 				}
 				hs[j] = mirror.Header{Key: h.Key, Value: v}
 			}

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"slices"
 	"strconv"
 	"time"
 )
@@ -38,6 +39,9 @@ const (
 func EventFor(r *Record) Event {
 	props := make(map[string]any, 5+len(r.Headers))
 	fillProperties(props, r, r.Topic, nil)
+	if len(r.Headers) > 0 {
+		headerProperties(r.Headers, props)
+	}
 	return Event{
 		Body:       r.Value,
 		Properties: props,
@@ -45,9 +49,10 @@ func EventFor(r *Record) Event {
 	}
 }
 
-// fillProperties sets r's application properties in props; topic is r.Topic,
-// possibly already boxed (see eventBuilder). With held nil the values are
-// boxed; otherwise they are copied into held and props point at them.
+// fillProperties sets r's application properties but its headers' in
+// props; topic is r.Topic, possibly already boxed (see eventBuilder). With
+// held nil the values are boxed; otherwise they are copied into held and
+// props point at them.
 func fillProperties(props map[string]any, r *Record, topic any, held *heldValues) {
 	props[PropTopic] = topic
 	if held == nil {
@@ -69,9 +74,6 @@ func fillProperties(props map[string]any, r *Record, topic any, held *heldValues
 	if r.Value == nil {
 		props[PropTombstone] = true
 	}
-	if len(r.Headers) > 0 {
-		headerProperties(r.Headers, props)
-	}
 }
 
 // MessageID is the event message id of a record: "topic/partition/offset".
@@ -92,8 +94,10 @@ func appendMessageID(dst []byte, topic string, partition int32, offset int64) []
 // nothing of the event it is given (see Batch.Add). The properties point
 // at the record's values held in the builder (see [Event]) instead of
 // boxing them, which allocated three times per record (the offset, the
-// timestamp and a key's slice header): the message id is the only
-// per-record allocation left. Not safe for concurrent use.
+// timestamp and a key's slice header), and header property names are
+// worked out once per sequence of header names (see headerShape): the
+// message id is the only per-record allocation left. Not safe for
+// concurrent use.
 type eventBuilder struct {
 	ev   Event
 	id   []byte
@@ -101,6 +105,10 @@ type eventBuilder struct {
 	// topic and boxed are the last topic seen and its value boxed once.
 	topic string
 	boxed any
+	// shapes are the header shapes seen last, at most maxHeaderShapes;
+	// nextShape is the one a new shape replaces.
+	shapes    []*headerShape
+	nextShape int
 }
 
 // heldValues are the property values of the event an eventBuilder built
@@ -109,7 +117,20 @@ type heldValues struct {
 	partition, offset int64
 	timestamp         time.Time
 	key               []byte
+	headers           [][]byte
 }
+
+// headerShape is what the properties of a sequence of header names are:
+// records of a topic usually carry the same names in the same order, so
+// their property names and order are worked out once, not per record.
+type headerShape struct {
+	keys  []string // the header names, in order
+	names []string // their property names
+	order any      // PropHeaderOrder's value, boxed once; nil when left out
+}
+
+// maxHeaderShapes bounds the header shapes an eventBuilder keeps.
+const maxHeaderShapes = 8
 
 // build returns r's event, valid until the next call.
 func (b *eventBuilder) build(r *Record) *Event {
@@ -121,8 +142,64 @@ func (b *eventBuilder) build(r *Record) *Event {
 		b.topic, b.boxed = r.Topic, r.Topic
 	}
 	fillProperties(b.ev.Properties, r, b.boxed, &b.held)
+	if len(r.Headers) > 0 {
+		b.headerProperties(r.Headers)
+	}
 	b.id = appendMessageID(b.id[:0], r.Topic, r.Partition, r.Offset)
 	b.ev.Body = r.Value
 	b.ev.MessageID = string(b.id)
 	return &b.ev
+}
+
+// headerProperties sets the properties of headers hs in the event, each
+// pointing at its value held in b.
+func (b *eventBuilder) headerProperties(hs []Header) {
+	shape := b.shape(hs)
+	b.held.headers = slices.Grow(b.held.headers[:0], len(hs))[:len(hs)]
+	for i, h := range hs {
+		b.held.headers[i] = h.Value
+		b.ev.Properties[shape.names[i]] = &b.held.headers[i]
+	}
+	if shape.order != nil {
+		b.ev.Properties[PropHeaderOrder] = shape.order
+	}
+}
+
+// shape returns the shape of hs' names, from the kept shapes when it is
+// one of them.
+func (b *eventBuilder) shape(hs []Header) *headerShape {
+	for _, s := range b.shapes {
+		if s.matches(hs) {
+			return s
+		}
+	}
+	s := &headerShape{keys: make([]string, len(hs))}
+	for i, h := range hs {
+		s.keys[i] = h.Key
+	}
+	var order string
+	s.names, order = headerPropertyNames(hs)
+	if order != "" {
+		s.order = order
+	}
+	if len(b.shapes) < maxHeaderShapes {
+		b.shapes = append(b.shapes, s)
+	} else {
+		b.shapes[b.nextShape] = s
+		b.nextShape = (b.nextShape + 1) % maxHeaderShapes
+	}
+	return s
+}
+
+// matches reports whether hs carry s's names in s's order.
+func (s *headerShape) matches(hs []Header) bool {
+	if len(hs) != len(s.keys) {
+		return false
+	}
+	for i, h := range hs {
+		if h.Key != s.keys[i] {
+			return false
+		}
+	}
+	return true
 }

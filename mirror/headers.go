@@ -84,18 +84,33 @@ func unescapeHeaderName(esc string) (string, error) {
 
 // headerProperties adds the properties of headers hs to props.
 func headerProperties(hs []Header, props map[string]any) {
+	names, order := headerPropertyNames(hs)
+	for i, h := range hs {
+		props[names[i]] = h.Value
+	}
+	if order != "" {
+		props[PropHeaderOrder] = order
+	}
+}
+
+// headerPropertyNames returns the property name of each of hs and the
+// value of PropHeaderOrder: "" when hs carry fewer than two names and the
+// property is left out.
+func headerPropertyNames(hs []Header) (names []string, order string) {
 	seen := make(map[string]int, len(hs))
 	escaped := make([]string, len(hs))
+	names = make([]string, len(hs))
 	for i, h := range hs {
 		esc := escapeHeaderName(h.Key)
 		escaped[i] = esc
 		n := seen[h.Key]
 		seen[h.Key] = n + 1
-		props[headerPropertyName(esc, n)] = h.Value
+		names[i] = headerPropertyName(esc, n)
 	}
 	if len(seen) > 1 {
-		props[PropHeaderOrder] = strings.Join(escaped, "#")
+		order = strings.Join(escaped, "#")
 	}
+	return names, order
 }
 
 func headerPropertyName(esc string, n int) string {

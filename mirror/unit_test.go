@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -329,5 +330,39 @@ func TestEventBuilderMatchesEventFor(t *testing.T) {
 	// A keyed record without headers costs one allocation: its message id.
 	if n := testing.AllocsPerRun(100, func() { b.build(&recs[0]) }); n > 1 {
 		t.Errorf("building the event of a keyed record allocates %.0f times, want 1 (the message id)", n)
+	}
+	// So does one with headers whose names the builder has seen in that
+	// order: their property names and order are worked out once.
+	if n := testing.AllocsPerRun(100, func() { b.build(&recs[2]) }); n > 1 {
+		t.Errorf("building the event of a record with headers allocates %.0f times, want 1 (the message id)", n)
+	}
+}
+
+// Header shapes beyond the builder's bound replace the kept ones, and a
+// record whose names match a kept shape only in part gets its own: every
+// event still has the properties EventFor gives it.
+func TestEventBuilderHeaderShapes(t *testing.T) {
+	var recs []Record
+	for i := range 3 * maxHeaderShapes {
+		hs := []Header{{fmt.Sprintf("n%d", i%(maxHeaderShapes+3)), []byte{byte(i)}}, {"trace", []byte("t")}}
+		if i%4 == 0 {
+			hs = append(hs, Header{"trace", nil})
+		}
+		if i%5 == 0 {
+			hs = hs[:1]
+		}
+		recs = append(recs, Record{Topic: "t", Partition: 1, Offset: int64(i), Value: []byte("v"), Headers: hs})
+	}
+	var b eventBuilder
+	for round := range 2 {
+		for i := range recs {
+			want := EventFor(&recs[i]).Properties
+			if got := PropertyValues(b.build(&recs[i]).Properties); !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d, record %d: properties %v, want %v", round, i, got, want)
+			}
+		}
+	}
+	if len(b.shapes) > maxHeaderShapes {
+		t.Errorf("the builder keeps %d header shapes, want at most %d", len(b.shapes), maxHeaderShapes)
 	}
 }
