@@ -80,3 +80,33 @@ func TestReadTimeNamesSlowSenders(t *testing.T) {
 		t.Errorf("%s: want most of it waiting for the senders", rt)
 	}
 }
+
+// A drain with deduplication that follows an unclean end also reads the
+// hubs' tails back: its read time is still its readers' own (at most the
+// drain's length per partition), the waits add up within it, and the
+// summary says where they were.
+func TestReadTimeAfterAnUncleanEndWithDeduplication(t *testing.T) {
+	e := newEnv(t)
+	gate := newCommitGate(e)
+	const topic = "prod.test1"
+	e.produceKeyed(topic, 4, 50, "a")
+	opts := mirror.Options{Deduplicate: true, Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test1$`)}}
+	gate.cut()
+	if rep := e.drain(e.newMirror(opts), mirror.Limits{}); rep.Records != 200 {
+		t.Fatalf("first drain sent %d records, want 200: %v", rep.Records, rep.Lines())
+	}
+	gate.open()
+	e.produceKeyed(topic, 4, 50, "b")
+	rep := e.drain(e.newMirror(opts), mirror.Limits{MaxDuration: time.Minute})
+	if rep.Failed() || rep.Records != 200 || alreadyMirrored(rep) != 200 {
+		t.Fatalf("second drain: %d records sent, %d found in the hubs, want 200 and 200: %s", rep.Records, alreadyMirrored(rep), strings.Join(rep.Lines(), "\n"))
+	}
+	rt := rep.ReadTime
+	if rt.Total <= 0 || rt.Kafka+rt.InFlight+rt.Senders > rt.Total || rt.Total > time.Duration(len(rep.Partitions))*rep.Duration {
+		t.Fatalf("read time %+v over a drain of %s: waits beyond the readers' time", rt, rep.Duration)
+	}
+	if !strings.Contains(rep.Summary(), rt.String()) {
+		t.Errorf("the summary does not say where the readers waited: %s", rep.Summary())
+	}
+	exactlyOnce(t, e, topic, map[string]int64{topic: 100})
+}

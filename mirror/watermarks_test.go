@@ -44,8 +44,15 @@ func (s *commitDuringJoin) Claim(ctx context.Context, topics []string) (mirror.C
 // the committed offset past the log end read before the join. The drain
 // must start at the committed offset as usual, not take the position for
 // one past the log end (a recreated topic: failed, or restarted at the
-// earliest offset, which would mirror everything again).
+// earliest offset, which would mirror everything again). With
+// deduplication on, as without.
 func TestCommitPastTheEarlyLogEndStartsAtTheCommit(t *testing.T) {
+	for _, dedup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deduplicate=%t", dedup), func(t *testing.T) { commitPastTheEarlyLogEnd(t, dedup) })
+	}
+}
+
+func commitPastTheEarlyLogEnd(t *testing.T, dedup bool) {
 	e := newEnv(t)
 	const topic = "prod.test1"
 	produceTo := func(from, to int) {
@@ -66,7 +73,7 @@ func TestCommitPastTheEarlyLogEndStartsAtTheCommit(t *testing.T) {
 		e.commitAs(e.newSource(), topic, 0, 15, "")
 	}
 	sink := e.newSink()
-	m, err := mirror.New(src, sink, mirror.Options{Logger: testLogger(), CommitInterval: 100 * time.Millisecond})
+	m, err := mirror.New(src, sink, mirror.Options{Logger: testLogger(), CommitInterval: 100 * time.Millisecond, Deduplicate: dedup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +99,15 @@ func TestCommitPastTheEarlyLogEndStartsAtTheCommit(t *testing.T) {
 // move a partition's log start past the one the drain read as it began
 // joining. A partition the group never committed must start at the log
 // start of now, not meet an out-of-range fetch that the gap policy (fail)
-// takes for records the group lost: it never owned them.
+// takes for records the group lost: it never owned them. With
+// deduplication on, as without.
 func TestALongJoinReadsTheWatermarksAgain(t *testing.T) {
+	for _, dedup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deduplicate=%t", dedup), func(t *testing.T) { longJoinReadsTheWatermarksAgain(t, dedup) })
+	}
+}
+
+func longJoinReadsTheWatermarksAgain(t *testing.T, dedup bool) {
 	e := newEnv(t)
 	const topic = "prod.test1"
 	var recs []*kgo.Record
@@ -112,7 +126,7 @@ func TestALongJoinReadsTheWatermarksAgain(t *testing.T) {
 		time.Sleep(2500 * time.Millisecond)
 	}
 	sink := e.newSink()
-	m, err := mirror.New(src, sink, mirror.Options{Logger: testLogger(), CommitInterval: 100 * time.Millisecond, GapPolicy: mirror.GapFail})
+	m, err := mirror.New(src, sink, mirror.Options{Logger: testLogger(), CommitInterval: 100 * time.Millisecond, GapPolicy: mirror.GapFail, Deduplicate: dedup})
 	if err != nil {
 		t.Fatal(err)
 	}
