@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ehmirror/ehmirror/mirror"
 )
@@ -37,6 +40,9 @@ type Shape struct {
 	Size int `json:"size"`
 	// Keyed records carry one of DistinctKeys keys; keyless ones a nil key.
 	Keyed bool `json:"keyed"`
+	// Headers: every record carries the three headers of a traced event
+	// (see gen.headers); otherwise none.
+	Headers bool `json:"headers,omitempty"`
 }
 
 // DefaultShapes are the issue's six cases: 100 B, 1 KiB and 10 KiB values,
@@ -52,6 +58,15 @@ func DefaultShapes() []Shape {
 			Shape{Name: s.label + "-keyed", Size: s.size, Keyed: true})
 	}
 	return out
+}
+
+// HeaderShapes are the cases with headers, run on request only
+// (-cases): 100 B and 1 KiB keyless values with three headers each.
+func HeaderShapes() []Shape {
+	return []Shape{
+		{Name: "100B-headers", Size: 100, Headers: true},
+		{Name: "1KiB-headers", Size: 1 << 10, Headers: true},
+	}
 }
 
 // gen produces the records of a shape deterministically from their
@@ -107,6 +122,21 @@ func (g *gen) key(ti, p int, off int64) []byte {
 	return fmt.Appendf(make([]byte, 0, 12), "key-%07d", id)
 }
 
+// headers returns the headers of a record, nil for shapes without: a W3C
+// traceparent that differs per record, a content type and a tenant of
+// eight, 87 bytes of names and values in all.
+func (g *gen) headers(ti, p int, off int64) []mirror.Header {
+	if !g.shape.Headers {
+		return nil
+	}
+	h := mix(ti, p, off)
+	return []mirror.Header{
+		{Key: "traceparent", Value: fmt.Appendf(make([]byte, 0, 55), "00-%016x%016x-%016x-01", h, h^uint64(off), h>>7)},
+		{Key: "content-type", Value: []byte("application/json")},
+		{Key: "tenant", Value: []byte{'t', '0' + byte(h%8)}},
+	}
+}
+
 // timestamp returns the timestamp of a record in Unix milliseconds.
 func (g *gen) timestamp(off int64) int64 { return baseTime + off }
 
@@ -118,6 +148,24 @@ func (g *gen) record(ti, p int, off int64) mirror.Record {
 		Offset:    off,
 		Key:       g.key(ti, p, off),
 		Value:     g.value(ti, p, off),
+		Headers:   g.headers(ti, p, off),
 		Timestamp: g.timestamp(off),
 	}
+}
+
+// kafkaRecord returns the record to produce at off of partition p of topic
+// ti, stamped at (the loader's backlog is stamped as record stamps it;
+// live records are stamped when produced).
+func (g *gen) kafkaRecord(ti, p int, off int64, at time.Time) *kgo.Record {
+	r := &kgo.Record{
+		Topic:     g.topics[ti],
+		Partition: int32(p),
+		Key:       g.key(ti, p, off),
+		Value:     g.value(ti, p, off),
+		Timestamp: at,
+	}
+	for _, h := range g.headers(ti, p, off) {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return r
 }

@@ -217,14 +217,7 @@ func (in *infra) loadTo(ctx context.Context, perPartition int64) error {
 	for off := from; off < perPartition; off++ {
 		for ti := range NumTopics {
 			for p := range NumPartitions {
-				r := &kgo.Record{
-					Topic:     in.gen.topics[ti],
-					Partition: int32(p),
-					Key:       in.gen.key(ti, p, off),
-					Value:     in.gen.value(ti, p, off),
-				}
-				r.Timestamp = time.UnixMilli(in.gen.timestamp(off))
-				in.producer.Produce(ctx, r, done)
+				in.producer.Produce(ctx, in.gen.kafkaRecord(ti, p, off, time.UnixMilli(in.gen.timestamp(off))), done)
 			}
 		}
 		if errp := failed.Load(); errp != nil {

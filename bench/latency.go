@@ -297,14 +297,7 @@ func produceSteady(ctx context.Context, in *infra, lc LatencyConfig) (int64, err
 			ti, p := i/NumPartitions, i%NumPartitions
 			off := offsets[i]
 			offsets[i]++
-			r := &kgo.Record{
-				Topic:     in.gen.topics[ti],
-				Partition: int32(p),
-				Key:       in.gen.key(ti, p, off),
-				Value:     in.gen.value(ti, p, off),
-				Timestamp: now,
-			}
-			in.producer.Produce(ctx, r, done)
+			in.producer.Produce(ctx, in.gen.kafkaRecord(ti, p, off, now), done)
 		}
 		if errp := failed.Load(); errp != nil {
 			return acked.Load(), fmt.Errorf("producing: %w", *errp)

@@ -150,9 +150,9 @@ func routes(g *gen, ti int, ids []string, perPartition int64) []*route {
 	return out
 }
 
-// sendPhase sends the event of every record (mirror.EventFor, as the engine
-// maps it) through the project's sink in full batches, one sender per hub
-// partition, with no Kafka involved.
+// sendPhase sends the event of every record, built as the engine's
+// senders build it (mirror.EventBuilder), through the project's sink in
+// full batches, one sender per hub partition, with no Kafka involved.
 func sendPhase(ctx context.Context, spec ChildSpec, m *meter) error {
 	logger := slog.New(slog.DiscardHandler)
 	sink, err := newSink(spec, logger)
@@ -209,6 +209,7 @@ func sendPhase(ctx context.Context, spec ChildSpec, m *meter) error {
 // sendRoute sends one hub partition's events, one full batch at a time.
 func sendRoute(ctx context.Context, sink mirror.Sink, g *gen, r *route) (records, bytes int64, err error) {
 	hub := TopicName(r.topic)
+	var events mirror.EventBuilder
 	i := 0
 	for i < len(r.records) {
 		b, err := sink.NewBatch(ctx, hub, r.partitionID)
@@ -219,8 +220,7 @@ func sendRoute(ctx context.Context, sink mirror.Sink, g *gen, r *route) (records
 		for i < len(r.records) {
 			c := r.records[i]
 			rec := g.record(r.topic, int(c>>48), int64(c&(1<<48-1)))
-			ev := mirror.EventFor(&rec)
-			if err := b.Add(&ev); err != nil {
+			if err := b.Add(events.Build(&rec)); err != nil {
 				if errors.Is(err, mirror.ErrBatchFull) {
 					break
 				}

@@ -252,8 +252,7 @@ func (in *infra) produceLive(ctx context.Context, n int64, d time.Duration) erro
 			ti, p := k/NumPartitions, k%NumPartitions
 			off := offsets[k]
 			offsets[k]++
-			in.producer.Produce(ctx, &kgo.Record{Topic: in.gen.topics[ti], Partition: int32(p),
-				Key: in.gen.key(ti, p, off), Value: in.gen.value(ti, p, off), Timestamp: now}, done)
+			in.producer.Produce(ctx, in.gen.kafkaRecord(ti, p, off, now), done)
 		}
 		if errp := failed.Load(); errp != nil {
 			return fmt.Errorf("producing live records: %w", *errp)

@@ -50,7 +50,7 @@ func EventFor(r *Record) Event {
 }
 
 // fillProperties sets r's application properties but its headers' in
-// props; topic is r.Topic, possibly already boxed (see eventBuilder). With
+// props; topic is r.Topic, possibly already boxed (see EventBuilder). With
 // held nil the values are boxed; otherwise they are copied into held and
 // props point at them.
 func fillProperties(props map[string]any, r *Record, topic any, held *heldValues) {
@@ -89,16 +89,17 @@ func appendMessageID(dst []byte, topic string, partition int32, offset int64) []
 	return strconv.AppendInt(dst, offset, 10)
 }
 
-// eventBuilder builds the events of one sender, one at a time, into one
-// reused event, properties map and message id buffer: a [Batch] keeps
-// nothing of the event it is given (see Batch.Add). The properties point
+// EventBuilder builds the events a sender adds to its batches, as
+// [EventFor] maps records, one at a time, into one reused event,
+// properties map and message id buffer: a [Batch] keeps nothing of the
+// event it is given (see Batch.Add). The properties point
 // at the record's values held in the builder (see [Event]) instead of
 // boxing them, which allocated three times per record (the offset, the
 // timestamp and a key's slice header), and header property names are
 // worked out once per sequence of header names (see headerShape): the
-// message id is the only per-record allocation left. Not safe for
-// concurrent use.
-type eventBuilder struct {
+// message id is the only per-record allocation left. The zero value is
+// ready to use; it is not safe for concurrent use.
+type EventBuilder struct {
 	ev   Event
 	id   []byte
 	held heldValues
@@ -111,7 +112,7 @@ type eventBuilder struct {
 	nextShape int
 }
 
-// heldValues are the property values of the event an eventBuilder built
+// heldValues are the property values of the event an EventBuilder built
 // last.
 type heldValues struct {
 	partition, offset int64
@@ -129,11 +130,12 @@ type headerShape struct {
 	order any      // PropHeaderOrder's value, boxed once; nil when left out
 }
 
-// maxHeaderShapes bounds the header shapes an eventBuilder keeps.
+// maxHeaderShapes bounds the header shapes an EventBuilder keeps.
 const maxHeaderShapes = 8
 
-// build returns r's event, valid until the next call.
-func (b *eventBuilder) build(r *Record) *Event {
+// Build returns r's event, valid until the next call: hand it to
+// [Batch.Add] and keep nothing of it.
+func (b *EventBuilder) Build(r *Record) *Event {
 	if b.ev.Properties == nil {
 		b.ev.Properties = make(map[string]any, 8)
 	}
@@ -153,7 +155,7 @@ func (b *eventBuilder) build(r *Record) *Event {
 
 // headerProperties sets the properties of headers hs in the event, each
 // pointing at its value held in b.
-func (b *eventBuilder) headerProperties(hs []Header) {
+func (b *EventBuilder) headerProperties(hs []Header) {
 	shape := b.shape(hs)
 	b.held.headers = slices.Grow(b.held.headers[:0], len(hs))[:len(hs)]
 	for i, h := range hs {
@@ -167,7 +169,7 @@ func (b *eventBuilder) headerProperties(hs []Header) {
 
 // shape returns the shape of hs' names, from the kept shapes when it is
 // one of them.
-func (b *eventBuilder) shape(hs []Header) *headerShape {
+func (b *EventBuilder) shape(hs []Header) *headerShape {
 	for _, s := range b.shapes {
 		if s.matches(hs) {
 			return s

@@ -25,7 +25,7 @@ const senderQueue = 1024
 // of their own: a fetch's records, items and bytes are one allocation each
 // and are freed together once its last record is acknowledged, instead of a
 // copy of every record in an allocation of its own. The event is built when
-// the record is added to a batch (eventBuilder).
+// the record is added to a batch (EventBuilder).
 type item struct {
 	ps     *partitionState
 	weight int64 // charged to the in-flight bound
@@ -46,7 +46,7 @@ type sender struct {
 	// throttleLogged is set once a server-busy refusal was logged.
 	throttleLogged bool
 	// events builds each record's event as it is added to a batch.
-	events eventBuilder
+	events EventBuilder
 }
 
 // run sends batches until in is closed. No batch is started once workCtx
@@ -94,7 +94,7 @@ func (s *sender) run(workCtx, sendCtx context.Context) {
 			if s.skipping(it) {
 				continue
 			}
-			if err := batch.Add(s.events.build(it.rec)); err != nil {
+			if err := batch.Add(s.events.Build(it.rec)); err != nil {
 				if errors.Is(err, ErrBatchFull) {
 					carry = it
 					break
@@ -159,7 +159,7 @@ func (s *sender) skipping(it *item) bool {
 // add adds the first item of a batch, applying the oversize policy when it
 // does not fit even into an empty batch.
 func (s *sender) add(batch Batch, it *item) bool {
-	if err := batch.Add(s.events.build(it.rec)); err != nil {
+	if err := batch.Add(s.events.Build(it.rec)); err != nil {
 		s.oversized(it, err)
 		return false
 	}

@@ -306,7 +306,7 @@ func itemsAt(ps *partitionState, offsets ...int64) []*item {
 	return items
 }
 
-// The sender's eventBuilder makes the event EventFor makes, with the
+// The sender's EventBuilder makes the event EventFor makes, with the
 // offset, partition, timestamp and key as pointers to values it holds (see
 // Event.Properties), for records of every shape, one after the other.
 func TestEventBuilderMatchesEventFor(t *testing.T) {
@@ -316,10 +316,10 @@ func TestEventBuilderMatchesEventFor(t *testing.T) {
 		{Topic: "prod.test2", Partition: 0, Offset: 7, Key: []byte{}, Value: []byte{}, Timestamp: 0,
 			Headers: []Header{{"h", []byte("1")}, {"h", nil}, {"b", []byte{0xff}}}},
 	}
-	var b eventBuilder
+	var b EventBuilder
 	for i := range recs {
 		want := EventFor(&recs[i])
-		got := b.build(&recs[i])
+		got := b.Build(&recs[i])
 		if got.MessageID != want.MessageID || !bytes.Equal(got.Body, want.Body) || (got.Body == nil) != (want.Body == nil) {
 			t.Errorf("record %d: message id %q, body %q; want %q, %q", i, got.MessageID, got.Body, want.MessageID, want.Body)
 		}
@@ -328,12 +328,12 @@ func TestEventBuilderMatchesEventFor(t *testing.T) {
 		}
 	}
 	// A keyed record without headers costs one allocation: its message id.
-	if n := testing.AllocsPerRun(100, func() { b.build(&recs[0]) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { b.Build(&recs[0]) }); n > 1 {
 		t.Errorf("building the event of a keyed record allocates %.0f times, want 1 (the message id)", n)
 	}
 	// So does one with headers whose names the builder has seen in that
 	// order: their property names and order are worked out once.
-	if n := testing.AllocsPerRun(100, func() { b.build(&recs[2]) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { b.Build(&recs[2]) }); n > 1 {
 		t.Errorf("building the event of a record with headers allocates %.0f times, want 1 (the message id)", n)
 	}
 }
@@ -353,11 +353,11 @@ func TestEventBuilderHeaderShapes(t *testing.T) {
 		}
 		recs = append(recs, Record{Topic: "t", Partition: 1, Offset: int64(i), Value: []byte("v"), Headers: hs})
 	}
-	var b eventBuilder
+	var b EventBuilder
 	for round := range 2 {
 		for i := range recs {
 			want := EventFor(&recs[i]).Properties
-			if got := PropertyValues(b.build(&recs[i]).Properties); !reflect.DeepEqual(got, want) {
+			if got := PropertyValues(b.Build(&recs[i]).Properties); !reflect.DeepEqual(got, want) {
 				t.Fatalf("round %d, record %d: properties %v, want %v", round, i, got, want)
 			}
 		}

@@ -50,7 +50,7 @@ func run() error {
 	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send and mirror per case; the fastest counts (default 2, quick 1)")
 	flag.Int64Var(&cfg.Records, "records", 0, "records per case (0: size each case for -seconds of mirroring)")
 	flag.Float64Var(&cfg.Seconds, "seconds", 10, "target seconds of each case's mirror drain when -records is 0")
-	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota,scale-out)")
+	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota,scale-out; on request also 100B-headers,1KiB-headers)")
 	var lc bench.LatencyConfig
 	var qc bench.QuotaConfig
 	var quotaUnits, quotaSizes, quotaPartitioning string
@@ -120,7 +120,7 @@ func run() error {
 		cfg.Far, cfg.TLS, cfg.Latency, cfg.Quota, cfg.Scale = true, true, &lc, &qc, &sc
 	} else {
 		all := map[string]bench.Shape{}
-		for _, s := range bench.DefaultShapes() {
+		for _, s := range append(bench.DefaultShapes(), bench.HeaderShapes()...) {
 			all[s.Name] = s
 		}
 		for name := range strings.SplitSeq(cases, ",") {
