@@ -2,8 +2,12 @@ package kafka
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/segmentio/kafka-go/protocol"
 
@@ -28,10 +32,11 @@ func (b *rewindBytes) Read(p []byte) (int, error) {
 func (b *rewindBytes) Close() error { return nil }
 func (b *rewindBytes) Len() int     { return len(b.b) - b.r }
 
-// A batch's records cost the same two allocations whatever their number:
-// one for the keys, values and header values, one for the Header structs.
-// Header values keep nil apart from empty.
-func TestAppendRecordsAllocatesPerBatch(t *testing.T) {
+// A fetch's records cost the same two allocations whatever their number
+// (besides the records themselves): one for the keys, values and header
+// values, one for the Header structs. Header values keep nil apart from
+// empty.
+func TestAppendRecordsAllocatesPerFetch(t *testing.T) {
 	tp := mirror.TopicPartition{Topic: "t", Partition: 2}
 	for _, n := range []int{1, 100} {
 		raw := make([]protocol.Record, n)
@@ -55,7 +60,7 @@ func TestAppendRecordsAllocatesPerBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		if allocs > 2 {
-			t.Errorf("%d records: %.0f allocations, want 2 (one per batch for bytes, one for headers)", n, allocs)
+			t.Errorf("%d records: %.0f allocations, want 2 (one for the bytes, one for the headers)", n, allocs)
 		}
 		if len(out) != n {
 			t.Fatalf("%d records: got %d", n, len(out))
@@ -66,6 +71,49 @@ func TestAppendRecordsAllocatesPerBatch(t *testing.T) {
 				len(hs) != 3 || hs[0].Key != "trace" || !bytes.Equal(hs[0].Value, []byte{'t', byte(i)}) ||
 				hs[1].Key != "empty" || hs[1].Value == nil || len(hs[1].Value) != 0 || hs[2].Key != "null" || hs[2].Value != nil {
 				t.Fatalf("record %d of %d: %+v", i, n, r)
+			}
+		}
+	}
+}
+
+// A fetch that returns several batches returns their records in one slice
+// of the exact size, from the offset asked for, and so does the next fetch,
+// which reads its batches into the buffer the first one left.
+func TestFetchAcrossBatchesAllocatesOnce(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	addrs := c.ListenAddrs()
+	s := newTestSource(t, addrs, "g-batches")
+	p := newProducer(t, addrs)
+	ctx := ctxT(t, 10*time.Second)
+	const batches, per = 5, 7
+	for b := range batches {
+		var recs []*kgo.Record
+		for i := range per {
+			recs = append(recs, &kgo.Record{Topic: "prod.test1", Partition: 2, Value: fmt.Appendf(nil, "b%d-%d", b, i),
+				Headers: []kgo.RecordHeader{{Key: "b", Value: []byte{byte(b)}}}})
+		}
+		if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil { // one batch
+			t.Fatal(err)
+		}
+	}
+	tp := mirror.TopicPartition{Topic: "prod.test1", Partition: 2}
+	for _, from := range []int64{3, 10, 0} {
+		f, err := s.Fetch(ctx, tp, from, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := int64(len(f.Records)); n != batches*per-from || f.Next != batches*per {
+			t.Fatalf("fetch at %d: %d records, next %d; want %d, %d", from, n, f.Next, batches*per-from, batches*per)
+		}
+		if cap(f.Records) != len(f.Records) {
+			t.Errorf("fetch at %d: %d records in a slice of %d", from, len(f.Records), cap(f.Records))
+		}
+		for i, r := range f.Records {
+			off := from + int64(i)
+			b, j := off/per, off%per
+			if r.Offset != off || string(r.Value) != fmt.Sprintf("b%d-%d", b, j) || len(r.Headers) != 1 || r.Headers[0].Value[0] != byte(b) {
+				t.Fatalf("fetch at %d, record %d: %+v", from, i, r)
 			}
 		}
 	}

@@ -134,7 +134,15 @@ func (s *Source) Fetch(ctx context.Context, tp mirror.TopicPartition, offset int
 		return fetched, fmt.Errorf("kafka: fetch %s at %d (watermarks unknown): %w", tp, offset, mirror.ErrOffsetOutOfRange)
 	}
 
-	recs, next, err := decodeRecords(tp, offset, part)
+	buf, _ := s.batchRecords.Get().(*[]protocol.Record)
+	if buf == nil {
+		buf = new([]protocol.Record)
+	}
+	recs, next, err := decodeRecords(tp, offset, part, buf)
+	all := (*buf)[:cap(*buf)]
+	clear(all) // the records' page references
+	*buf = all[:0]
+	s.batchRecords.Put(buf)
 	if err != nil {
 		return fetched, fmt.Errorf("kafka: fetch %s at %d: decode: %w", tp, offset, err)
 	}
@@ -206,8 +214,9 @@ func (a *abortedTxns) upTo(lastOffset int64) {
 }
 
 // decodeRecords copies the visible records at or after offset out of p and
-// returns them with the offset to fetch next.
-func decodeRecords(tp mirror.TopicPartition, offset int64, p *fetchapi.ResponsePartition) ([]mirror.Record, int64, error) {
+// returns them with the offset to fetch next. It reads the records of
+// every batch into *batch first, growing it as needed and leaving it grown.
+func decodeRecords(tp mirror.TopicPartition, offset int64, p *fetchapi.ResponsePartition, batch *[]protocol.Record) ([]mirror.Record, int64, error) {
 	next := offset
 	rr := p.RecordSet.Records
 	if rr == nil {
@@ -220,13 +229,13 @@ func decodeRecords(tp mirror.TopicPartition, offset int64, p *fetchapi.ResponseP
 		batches = []protocol.RecordReader{rr}
 	}
 	aborted := newAbortedTxns(p.AbortedTransactions)
-	var out []mirror.Record
-	var raw []protocol.Record // one batch, reused
+	raw := (*batch)[:0]
+	defer func() { *batch = raw[:0] }()
 	for _, b := range batches {
 		// Read the whole batch first: its last offset decides which
 		// aborted transactions apply (kafka-go does not expose the
 		// batch header's lastOffsetDelta).
-		raw = raw[:0]
+		from := len(raw)
 		for {
 			r, err := b.ReadRecord()
 			if errors.Is(err, io.EOF) {
@@ -238,45 +247,49 @@ func decodeRecords(tp mirror.TopicPartition, offset int64, p *fetchapi.ResponseP
 			}
 			raw = append(raw, *r) // the reader reuses *r
 		}
-		if len(raw) == 0 {
+		if len(raw) == from {
 			continue
 		}
-		last := raw[len(raw)-1].Offset
+		read := raw[from:]
+		last := read[len(read)-1].Offset
 		if last+1 > next {
 			next = last + 1
 		}
 		switch batch := b.(type) {
 		case *protocol.ControlBatch:
 			aborted.upTo(last)
-			for i := range raw {
-				if cr, err := protocol.ReadControlRecord(&raw[i]); err == nil && cr.Type == controlTypeAbort {
+			for i := range read {
+				if cr, err := protocol.ReadControlRecord(&read[i]); err == nil && cr.Type == controlTypeAbort {
 					delete(aborted.active, batch.ProducerID)
 				}
 			}
-			continue
+			closeRecords(read)
+			raw = raw[:from]
 		case *protocol.RecordBatch:
 			if batch.ProducerID >= 0 {
 				aborted.upTo(last)
 			}
 			if batch.Attributes.Transactional() {
 				if _, ok := aborted.active[batch.ProducerID]; ok {
-					closeRecords(raw)
-					continue
+					closeRecords(read)
+					raw = raw[:from]
 				}
 			}
 		}
-		var err error
-		if out, err = appendRecords(out, tp, offset, raw); err != nil {
-			return nil, next, err
-		}
+	}
+	// Every batch's visible records at once: one allocation each for the
+	// records, their bytes and their headers, of the exact size.
+	out, err := appendRecords(nil, tp, offset, raw)
+	if err != nil {
+		return nil, next, err
 	}
 	return out, next, nil
 }
 
-// appendRecords copies the records of one batch at or after offset (a batch
+// appendRecords copies the records in raw at or after offset (a batch
 // starts at its base offset, which may precede the one asked for) into out.
-// Keys, values and header values of the batch share one allocation, and so
-// do the Header structs of its records: no allocation per record.
+// Their keys, values and header values share one allocation, and so do
+// their Header structs: no allocation per record.
 func appendRecords(out []mirror.Record, tp mirror.TopicPartition, offset int64, raw []protocol.Record) ([]mirror.Record, error) {
 	defer closeRecords(raw)
 	size, n, nh := 0, 0, 0
@@ -318,7 +331,11 @@ func appendRecords(out []mirror.Record, tp mirror.TopicPartition, offset int64, 
 	if nh > 0 {
 		headers = make([]mirror.Header, nh)
 	}
-	out = slices.Grow(out, n)
+	if out == nil {
+		out = make([]mirror.Record, 0, n)
+	} else {
+		out = slices.Grow(out, n)
+	}
 	for i := range raw {
 		r := &raw[i]
 		if r.Offset < offset {

@@ -72,6 +72,12 @@ type Source struct {
 	idleMu    sync.Mutex
 	idleWaits map[mirror.TopicPartition]time.Duration
 
+	// batchRecords holds *[]protocol.Record buffers, empty and cleared,
+	// that fetches read a batch's records into (decodeRecords): a buffer
+	// grown anew for every fetch allocated about 1.4 MB per MiB of 100 B
+	// records.
+	batchRecords sync.Pool
+
 	mu      sync.Mutex
 	closed  bool
 	members map[*membership]struct{}
