@@ -195,13 +195,5 @@ func (b *EventBuilder) shape(hs []Header) *headerShape {
 
 // matches reports whether hs carry s's names in s's order.
 func (s *headerShape) matches(hs []Header) bool {
-	if len(hs) != len(s.keys) {
-		return false
-	}
-	for i, h := range hs {
-		if h.Key != s.keys[i] {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(hs, s.keys, func(h Header, key string) bool { return h.Key == key })
 }
