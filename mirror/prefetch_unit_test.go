@@ -1,8 +1,11 @@
 package mirror
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,9 +130,10 @@ func TestPrefetchChargesTheInFlightBound(t *testing.T) {
 	}
 }
 
-// stubFetches answers fetches of one record of 100 B at offset, or of none while
-// empty is set, each after delay (the first of each partition after
-// firstDelay instead).
+// stubFetches answers fetches of one record of valueSize bytes (0: 1 KiB)
+// at offset, or of none while empty is set, each after delay (the first of
+// each partition after firstDelay instead). It records the bytes each fetch
+// asked for.
 type stubFetches struct {
 	Source // nil: only Fetch is called
 
@@ -137,6 +141,8 @@ type stubFetches struct {
 	delay, firstDelay time.Duration
 	empty             bool
 	seen              map[TopicPartition]bool
+	valueSize         int
+	asked             []int
 }
 
 func (s *stubFetches) set(delay time.Duration, empty bool) {
@@ -152,6 +158,8 @@ func (s *stubFetches) Fetch(ctx context.Context, tp TopicPartition, offset int64
 		delay = s.firstDelay
 	}
 	s.seen[tp] = true
+	s.asked = append(s.asked, maxBytes)
+	size := cmp.Or(s.valueSize, 1024)
 	s.mu.Unlock()
 	if !sleep(ctx, delay) {
 		return Fetched{Next: offset}, ctx.Err()
@@ -159,7 +167,7 @@ func (s *stubFetches) Fetch(ctx context.Context, tp TopicPartition, offset int64
 	if empty {
 		return Fetched{Next: offset}, nil
 	}
-	return Fetched{Records: []Record{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset, Value: make([]byte, 100)}}, Next: offset + 1}, nil
+	return Fetched{Records: []Record{{Topic: tp.Topic, Partition: tp.Partition, Offset: offset, Value: make([]byte, size)}}, Next: offset + 1}, nil
 }
 
 // The round trip that sizes prefetches is measured neither on a
@@ -239,8 +247,8 @@ func TestPrefetchHoldsWhatItFetched(t *testing.T) {
 	}
 	<-p.pending.done
 	held := fetchedWeight(&p.pending.f)
-	if held != 100+int64(unsafe.Sizeof(Record{})) {
-		t.Fatalf("a fetch of one 100 B record weighs %d", held)
+	if held != 1024+int64(unsafe.Sizeof(Record{})) {
+		t.Fatalf("a fetch of one 1 KiB record weighs %d", held)
 	}
 	if got := d.pipe.charged.Load(); got != held {
 		t.Fatalf("arrived, the prefetch holds %d bytes of the bound, want what it fetched, %d", got, held)
@@ -257,5 +265,73 @@ func TestPrefetchHoldsWhatItFetched(t *testing.T) {
 	}
 	if !d.inflight.TryAcquire(bound) {
 		t.Fatal("the bound is not free once the reader took the prefetch")
+	}
+}
+
+func TestFetchBytesFollowTheRecordsWeight(t *testing.T) {
+	const mib, kib = 1 << 20, 1 << 10
+	small := weightPerByte(&Fetched{Records: []Record{{Value: make([]byte, 100)}}})
+	if want := float64(100+itemMemory+BatchedEventMemory) / 100; small != want {
+		t.Fatalf("weightPerByte of a 100 B record = %v, want %v", small, want)
+	}
+	large := weightPerByte(&Fetched{Records: []Record{{Value: make([]byte, kib)}}})
+	for _, c := range []struct {
+		name          string
+		weightPerByte float64
+		fetch         int
+		inflight      int64
+		partitions    int
+		want          int
+	}{
+		{"no fetch yet", 0, mib, 64 * mib, 20, mib},
+		{"1 KiB records", large, mib, 64 * mib, 20, mib},
+		// 48 MiB / 20 partitions / 7.16 bytes per byte.
+		{"100 B records", small, mib, 64 * mib, 20, 351477},
+		{"100 B records, 4 partitions", small, mib, 64 * mib, 4, mib},
+		{"100 B records, 200 partitions", small, mib, 64 * mib, 200, mib / 4},
+		{"records without bytes", math.Inf(1), mib, 64 * mib, 20, mib / 4},
+		{"a larger bound", small, mib, 256 * mib, 20, mib},
+	} {
+		if got := fetchBytesFor(c.weightPerByte, c.fetch, c.inflight, c.partitions); got != c.want {
+			t.Errorf("%s: fetchBytesFor(%v, %d, %d, %d) = %d, want %d", c.name, c.weightPerByte, c.fetch, c.inflight, c.partitions, got, c.want)
+		}
+	}
+	if got := weightPerByte(&Fetched{Records: []Record{{Offset: 1}}}); !math.IsInf(got, 1) {
+		t.Errorf("weightPerByte of a record without bytes = %v, want +Inf", got)
+	}
+	if got := weightPerByte(&Fetched{}); got != 0 {
+		t.Errorf("weightPerByte of an empty fetch = %v, want 0", got)
+	}
+}
+
+// After a partition's first fetch, its fetches and prefetches ask for what
+// its share of the prefetch budget holds of the records it fetched last:
+// less for small records, FetchBytes for large ones.
+func TestFetchesOfSmallRecordsAskForLess(t *testing.T) {
+	const mib, bound = 1 << 20, 64 << 20
+	ctx := context.Background()
+	for _, c := range []struct {
+		valueSize int
+		want      int
+	}{{100, 351477}, {1024, mib}} {
+		src := &stubFetches{valueSize: c.valueSize, seen: map[TopicPartition]bool{}}
+		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound)}
+		d.order = make([]*partitionState, 20)
+		p := &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}}
+		f, err := p.fetch(ctx, 0) // the first: FetchBytes
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, err = p.fetch(ctx, f.Next); err != nil { // not prefetched
+			t.Fatal(err)
+		}
+		p.start(ctx, f.Next)
+		if _, err := p.fetch(ctx, f.Next); err != nil { // prefetched
+			t.Fatal(err)
+		}
+		p.stop()
+		if want := []int{mib, c.want, c.want}; !slices.Equal(src.asked, want) {
+			t.Errorf("%d B records: fetches asked for %v, want %v", c.valueSize, src.asked, want)
+		}
 	}
 }

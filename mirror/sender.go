@@ -10,14 +10,16 @@ import (
 
 // senderQueue is the capacity of a sender's queue. A sender sends what is
 // queued when its previous send returns, so the queue also bounds a batch
-// (about 1,000 events of 100 B, a quarter of the 1 MB a batch takes). A
-// queue of 8,192 filled the batches but, before the in-flight weight was
-// measured (weight.go), held far more memory than the bound accounted for
-// (RSS doubled). With the measured weight a queue of 4,096 filled batches
-// to 2,500 events at the same RSS, but its two runs on the loaded machine
-// both ended in a consumer group rebalance (as one of four others did), so
-// it is left at 1,024 until a quiet run measures it.
-const senderQueue = 1024
+// (about 2,000 events of 100 B, half the 1 MB a batch takes). A queue of
+// 8,192 filled the batches but, before the in-flight weight was measured
+// (weight.go), held far more memory than the bound accounted for (RSS
+// doubled). Queues of 2,048 and 4,096 filled batches to 2,000–2,500 events
+// and cut the CPU per 100 B record by a sixth, but while every fetch asked
+// for 1 MiB the 100 B keyed case then peaked at 380–392 MB against 320–333
+// with 1,024: more events in the senders' batches (the SDK keeps 512 B per
+// keyed 100 B event) on top of the records waiting in fetches. Since fetches
+// of small records are sized by their weight (prefetch.go), 2,048 fits.
+const senderQueue = 2048
 
 // item is one record's event on its way to Event Hubs. It points at the
 // record in its fetch's record slice (whose keys and values share one
