@@ -69,13 +69,14 @@ func TestReadTimeNamesAFullInFlightBound(t *testing.T) {
 	}
 }
 
-// Event Hubs taking 100 ms to store each batch, with room in the bound:
-// the senders' queues fill and the readers wait for them most of their
-// time, and the drain says so.
+// Event Hubs taking 100 ms to store each batch, with room in the bound and
+// 10,000 records a partition (several of a sender's queues): the senders'
+// queues fill and the readers wait for them most of their time, and the
+// drain says so.
 func TestReadTimeNamesSlowSenders(t *testing.T) {
 	e := newEnv(t)
 	e.emu.Faults().DelayIngest(100 * time.Millisecond)
-	rt := readTimeDrain(t, e, 4000, false, mirror.Options{}).ReadTime
+	rt := readTimeDrain(t, e, 10000, false, mirror.Options{}).ReadTime
 	if rt.Senders < rt.Total/2 || rt.InFlight > rt.Total/10 {
 		t.Errorf("%s: want most of it waiting for the senders", rt)
 	}

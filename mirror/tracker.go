@@ -135,15 +135,15 @@ func (p *partitionState) find(offset int64) *pendingRecord {
 	return nil
 }
 
-// ack marks the records of items, all of p's and in offset order, accepted
+// ack marks the records of evs, all of p's and in offset order, accepted
 // by Event Hubs at now.
-func (p *partitionState) ack(items []*item, now time.Time) {
+func (p *partitionState) ack(evs []batched, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rest := p.pending[p.head:]
-	i := sort.Search(len(rest), func(i int) bool { return rest[i].offset() >= items[0].rec.Offset })
-	for _, it := range items {
-		offset := it.rec.Offset
+	i := sort.Search(len(rest), func(i int) bool { return rest[i].offset() >= evs[0].offset })
+	for _, ev := range evs {
+		offset := ev.offset
 		for i < len(rest) && rest[i].offset() < offset {
 			i++
 		}
@@ -151,7 +151,7 @@ func (p *partitionState) ack(items []*item, now time.Time) {
 			rest[i] |= pendingDone | pendingAcked
 		}
 		p.records++
-		p.bytes += int64(len(it.rec.Value))
+		p.bytes += ev.size
 		if p.first < 0 || offset < p.first {
 			p.first = offset
 		}

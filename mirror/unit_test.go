@@ -276,7 +276,7 @@ func TestTrackerKeepsLargeOffsetsAndTheirFlagsApart(t *testing.T) {
 		ps.add(&Record{Offset: o})
 	}
 	ps.confirm(ps.readMark())
-	at := func(o int64) []*item { return []*item{{ps: ps, rec: &Record{Offset: o}}} }
+	at := func(o int64) []batched { return []batched{{ps: ps, offset: o}} }
 	ps.ack(at(base+1), time.Now())
 	ps.skip(base)
 	if got := ps.commitPoint(); got != base+2 {
@@ -296,14 +296,15 @@ func TestTrackerKeepsLargeOffsetsAndTheirFlagsApart(t *testing.T) {
 	}
 }
 
-// itemsAt returns items of ps's records at offsets, each record's value
-// as many bytes long as its offset.
-func itemsAt(ps *partitionState, offsets ...int64) []*item {
-	items := make([]*item, len(offsets))
+// itemsAt returns the batched events of ps's records at offsets, each
+// record's value as many bytes long as its offset.
+func itemsAt(ps *partitionState, offsets ...int64) []batched {
+	evs := make([]batched, len(offsets))
 	for i, o := range offsets {
-		items[i] = &item{ps: ps, rec: &Record{Offset: o, Value: make([]byte, o)}}
+		it := &item{ps: ps, rec: &Record{Offset: o, Value: make([]byte, o)}}
+		evs[i] = it.batched()
 	}
-	return items
+	return evs
 }
 
 // The sender's EventBuilder makes the event EventFor makes, with the
