@@ -50,10 +50,9 @@ import (
 // brought (fetchBytesFor), but never less than a quarter of FetchBytes:
 // about 340 KiB for 100 B records at 20 partitions, FetchBytes for 1 KiB records
 // and larger. The memory that saves lets each sender queue more events
-// (senderQueue), so the senders fill larger batches: on the bench's 100 B
-// cases, 256 KiB fetches and sender queues of 2,048 mirrored 0.96 of the
-// serial limit where 1 MiB fetches and queues of 1,024 mirrored 0.76–0.92,
-// at a lower peak RSS (bench runs, 2026-12-05; README, Performance).
+// (senderQueue), so the senders fill larger batches (1,800–2,100 events of
+// 100 B instead of about 1,000) within the same peak RSS (README,
+// Performance, 2026-12-05 noon).
 //
 // Prefetched fetches are charged to the drain's in-flight bound
 // (Options.InFlightBytes) from the moment they are sent until the reader
