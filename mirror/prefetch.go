@@ -44,7 +44,7 @@ import (
 // of them becomes about 7 MiB of events, nearly three times what a
 // partition's share of the prefetch budget holds at 20 partitions. Such a
 // fetch's records wait in it for room in the bound, and the fetch's memory
-// lives until its last record is acknowledged. So after a partition's first
+// lives until its last record is in a batch. So after a partition's first
 // fetch, every fetch asks for at most the partition's share of the prefetch
 // budget divided by the weight per byte of the records its last fetch
 // brought (fetchBytesFor), but never less than a quarter of FetchBytes:
@@ -286,12 +286,12 @@ func (p *prefetcher) size() int {
 // fetches.
 func (p *prefetcher) start(ctx context.Context, offset int64) {
 	p.stop()
-	n := p.size()
+	n, base := p.size(), p.fetchBytes()
 	if !p.d.chargePrefetch(int64(n)) {
-		if n == p.fetchBytes() {
+		if n == base {
 			return
 		}
-		n = p.fetchBytes()
+		n = base
 		if !p.d.chargePrefetch(int64(n)) {
 			return
 		}

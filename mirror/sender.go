@@ -25,8 +25,8 @@ const senderQueue = 2048
 // record in its fetch's record slice (whose keys and values share one
 // allocation too), and the reader takes the items of a fetch from one slice
 // of their own: a fetch's records, items and bytes are one allocation each
-// and are freed together once its last record is acknowledged, instead of a
-// copy of every record in an allocation of its own. The event is built when
+// and are freed together once its last record is in a batch (batched),
+// instead of a copy of every record in an allocation of its own. The event is built when
 // the record is added to a batch (EventBuilder).
 type item struct {
 	ps     *partitionState

@@ -135,7 +135,7 @@ func TestTrackerCommitsOnlyAcknowledgedPrefix(t *testing.T) {
 	if got := point(); got != 10 {
 		t.Fatalf("nothing acked: commit point %d, want 10", got)
 	}
-	ack := func(offsets ...int64) { ps.ack(itemsAt(ps, offsets...), time.Now()) }
+	ack := func(offsets ...int64) { ps.ack(batchedAt(ps, offsets...), time.Now()) }
 	ack(11, 12)
 	if got := point(); got != 10 {
 		t.Fatalf("10 unacked: commit point %d, want 10", got)
@@ -249,15 +249,15 @@ func TestTrackerAcknowledgesARunOfSparseOffsets(t *testing.T) {
 	}
 	ps.confirm(ps.readMark())
 	at := time.Now()
-	ps.ack(itemsAt(ps, 11, 13, 16), at)
+	ps.ack(batchedAt(ps, 11, 13, 16), at)
 	if got := ps.commitPoint(); got != 10 {
 		t.Fatalf("10 unacknowledged: commit point %d, want 10", got)
 	}
-	ps.ack(itemsAt(ps, 10, 12, 14, 15), at)
+	ps.ack(batchedAt(ps, 10, 12, 14, 15), at)
 	if got := ps.commitPoint(); got != 17 {
 		t.Fatalf("10..16 acknowledged: commit point %d, want 17", got)
 	}
-	ps.ack(itemsAt(ps, 17, 18, 19), at)
+	ps.ack(batchedAt(ps, 17, 18, 19), at)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.records != 10 || ps.bytes != 145 || ps.first != 10 || ps.last != 19 || !ps.lastAck.Equal(at) {
@@ -296,13 +296,12 @@ func TestTrackerKeepsLargeOffsetsAndTheirFlagsApart(t *testing.T) {
 	}
 }
 
-// itemsAt returns the batched events of ps's records at offsets, each
+// batchedAt returns the batched events of ps's records at offsets, each
 // record's value as many bytes long as its offset.
-func itemsAt(ps *partitionState, offsets ...int64) []batched {
+func batchedAt(ps *partitionState, offsets ...int64) []batched {
 	evs := make([]batched, len(offsets))
 	for i, o := range offsets {
-		it := &item{ps: ps, rec: &Record{Offset: o, Value: make([]byte, o)}}
-		evs[i] = it.batched()
+		evs[i] = batched{ps: ps, offset: o, size: o}
 	}
 	return evs
 }
