@@ -461,9 +461,8 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
 			pf.start(ctx, f.Next)
 		}
-		items := make([]item, len(f.Records))
 		for i := range f.Records {
-			if !d.handOver(ctx, ps, &f.Records[i], &items[i]) {
+			if !d.handOver(ctx, ps, &f.Records[i]) {
 				return
 			}
 		}
@@ -478,10 +477,10 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	}
 }
 
-// handOver charges the drain's bounds for r, fills it (r's item, from the
-// reader's item slice for the fetch) and queues it for the sender of r's
-// hub partition. It returns false when the partition must stop reading.
-func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record, it *item) bool {
+// handOver charges the drain's bounds for r and queues its item for the
+// sender of r's hub partition. It returns false when the partition must
+// stop reading.
+func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
 	if d.isStopped() || ps.halted() {
 		return false
 	}
@@ -525,7 +524,7 @@ func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record, it 
 			return false
 		}
 	}
-	*it = item{ps: ps, weight: weight, rec: r}
+	it := item{ps: ps, weight: weight, rec: r}
 	ps.add(r)
 	select {
 	case s.in <- it:

@@ -186,9 +186,9 @@ func (s *sender) linger() time.Duration {
 }
 
 // next returns the next queued item. When none is queued it waits until
-// deadline (not at all for a zero deadline). ok is false when the queue is
-// closed; it is nil when the wait ended.
-func (s *sender) next(deadline time.Time) (it *item, ok bool) {
+// deadline (not at all for a zero deadline). ok is false when the wait
+// ended or the queue is closed.
+func (s *sender) next(deadline time.Time) (it item, ok bool) {
 	select {
 	case it, ok = <-s.in:
 		return it, ok
@@ -196,7 +196,7 @@ func (s *sender) next(deadline time.Time) (it *item, ok bool) {
 	}
 	wait := time.Until(deadline)
 	if deadline.IsZero() || wait <= 0 {
-		return nil, true
+		return item{}, false
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -204,7 +204,7 @@ func (s *sender) next(deadline time.Time) (it *item, ok bool) {
 	case it, ok = <-s.in:
 		return it, ok
 	case <-t.C:
-		return nil, true
+		return item{}, false
 	}
 }
 

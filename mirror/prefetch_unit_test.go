@@ -285,8 +285,8 @@ func TestFetchBytesFollowTheRecordsWeight(t *testing.T) {
 	}{
 		{"no fetch yet", 0, mib, 64 * mib, 20, mib},
 		{"1 KiB records", large, mib, 64 * mib, 20, mib},
-		// 48 MiB / 20 partitions / 7.16 bytes per byte.
-		{"100 B records", small, mib, 64 * mib, 20, 351477},
+		// 48 MiB / 20 partitions / 6.92 bytes per byte.
+		{"100 B records", small, mib, 64 * mib, 20, 363667},
 		{"100 B records, 4 partitions", small, mib, 64 * mib, 4, mib},
 		{"100 B records, 200 partitions", small, mib, 64 * mib, 200, mib / 4},
 		{"records without bytes", math.Inf(1), mib, 64 * mib, 20, mib / 4},
@@ -313,7 +313,7 @@ func TestFetchesOfSmallRecordsAskForLess(t *testing.T) {
 	for _, c := range []struct {
 		valueSize int
 		want      int
-	}{{100, 351477}, {1024, mib}} {
+	}{{100, 363667}, {1024, mib}} {
 		src := &stubFetches{valueSize: c.valueSize, seen: map[TopicPartition]bool{}}
 		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound)}
 		d.order = make([]*partitionState, 20)

@@ -21,13 +21,13 @@ import (
 // of small records are sized by their weight (prefetch.go), 2,048 fits.
 const senderQueue = 2048
 
-// item is one record's event on its way to Event Hubs. It points at the
-// record in its fetch's record slice (whose keys and values share one
-// allocation too), and the reader takes the items of a fetch from one slice
-// of their own: a fetch's records, items and bytes are one allocation each
-// and are freed together once its last record is in a batch (batched),
-// instead of a copy of every record in an allocation of its own. The event is built when
-// the record is added to a batch (EventBuilder).
+// item is one record's event on its way to Event Hubs, queued by value. It
+// points at the record in its fetch's record slice (whose keys and values
+// share one allocation too): a fetch's records and bytes are one
+// allocation each and are freed together once its last record is in a
+// batch (batched), instead of a copy of every record in an allocation of
+// its own. The event is built when the record is added to a batch
+// (EventBuilder).
 type item struct {
 	ps     *partitionState
 	weight int64 // charged to the in-flight bound
@@ -60,7 +60,7 @@ type sender struct {
 	d           *drain
 	hub         string
 	partitionID string
-	in          chan *item
+	in          chan item
 	// dead is set after a fatal error (hub missing, unauthorized); queued
 	// items are then dropped without being sent.
 	dead error
@@ -79,18 +79,18 @@ type sender struct {
 // acknowledged, because a send given up on has an unknown outcome: its
 // events may be stored anyway and would be sent again by the next drain.
 func (s *sender) run(workCtx, sendCtx context.Context) {
-	var carry *item
+	var carry item // rec is nil when there is none
 	for {
 		first := carry
-		carry = nil
-		if first == nil {
+		carry = item{}
+		if first.rec == nil {
 			it, ok := <-s.in
 			if !ok {
 				return
 			}
 			first = it
 		}
-		if s.skipping(first) {
+		if s.skipping(&first) {
 			continue
 		}
 		if workCtx.Err() != nil {
@@ -103,7 +103,7 @@ func (s *sender) run(workCtx, sendCtx context.Context) {
 			continue
 		}
 		evs := s.inBatch[:0]
-		if s.add(batch, first) {
+		if s.add(batch, &first) {
 			evs = append(evs, first.batched())
 		}
 		var lingerUntil time.Time // zero: send what is queued now
@@ -112,10 +112,10 @@ func (s *sender) run(workCtx, sendCtx context.Context) {
 		}
 		for {
 			it, ok := s.next(lingerUntil)
-			if !ok || it == nil {
+			if !ok {
 				break
 			}
-			if s.skipping(it) {
+			if s.skipping(&it) {
 				continue
 			}
 			if err := batch.Add(s.events.Build(it.rec)); err != nil {
@@ -123,7 +123,7 @@ func (s *sender) run(workCtx, sendCtx context.Context) {
 					carry = it
 					break
 				}
-				s.oversized(it, err)
+				s.oversized(&it, err)
 				continue
 			}
 			evs = append(evs, it.batched())

@@ -8,12 +8,12 @@ import (
 // retainedPerItem measures the heap that n items of 100 B keyed records
 // hold beyond their key and value bytes, laid out as the reader leaves them:
 // per fetch of 1,000 records, one slab of keys and values and one slice of
-// records (as the Kafka adapter decodes them) and one slice of items
-// pointing at them, queued in a sender's queue.
+// records (as the Kafka adapter decodes them), and an item pointing at
+// each, queued in a sender's queue.
 func retainedPerItem(n int) float64 {
 	const size, keyLen, perFetch = 100, 16, 1000
 	ps := &partitionState{tp: TopicPartition{Topic: "orders", Partition: 3}}
-	q := make(chan *item, n)
+	q := make(chan item, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -22,13 +22,11 @@ func retainedPerItem(n int) float64 {
 		slab := make([]byte, perFetch*(size+keyLen))
 		slabs += len(slab)
 		recs := make([]Record, perFetch)
-		items := make([]item, perFetch)
 		for i := range recs {
 			key, val := slab[:keyLen:keyLen], slab[keyLen:keyLen+size:keyLen+size]
 			slab = slab[keyLen+size:]
 			recs[i] = Record{Topic: "orders", Partition: 3, Offset: int64(queued+i) + 1e9, Key: key, Value: val, Timestamp: 1.7e12}
-			items[i] = item{ps: ps, weight: InFlightWeight(&recs[i]), rec: &recs[i]}
-			q <- &items[i]
+			q <- item{ps: ps, weight: InFlightWeight(&recs[i]), rec: &recs[i]}
 		}
 	}
 	runtime.GC()
