@@ -80,9 +80,9 @@ func TestLatencyQuantiles(t *testing.T) {
 			d = 2 * time.Second
 		}
 		if i < 60 {
-			a.observe(d)
+			a.observe(d, 1)
 		} else {
-			b.observe(d)
+			b.observe(d, 1)
 		}
 	}
 	h.add(&b)

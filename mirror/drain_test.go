@@ -54,6 +54,11 @@ func TestSeedScenario(t *testing.T) {
 	if rep.Failed() || rep.Records != 10_000 || !rep.CaughtUp() || rep.LagAfter != 0 {
 		t.Fatalf("drain: %s\n%s", rep.Summary(), strings.Join(rep.Lines(), "\n"))
 	}
+	// Every record's latency is counted, also those produced in the
+	// same millisecond (a batch counts each run of them at once).
+	if rep.Latency == nil || rep.Latency.Records != 10_000 {
+		t.Errorf("latency: %+v, want 10,000 records counted", rep.Latency)
+	}
 
 	byProv := map[provenance]*kgo.Record{}
 	perTopic := map[string]int{}

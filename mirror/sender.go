@@ -256,8 +256,17 @@ func (s *sender) send(workCtx, sendCtx context.Context, batch Batch, evs []batch
 		run[0].ps.ack(run[:n], now)
 		run = run[n:]
 	}
+	for run := evs; len(run) > 0; {
+		// Records stamped in the same millisecond (a busy producer's,
+		// by the hundred) are counted at once.
+		n := 1
+		for n < len(run) && run[n].timestamp == run[0].timestamp {
+			n++
+		}
+		lat.observe(now.Sub(time.UnixMilli(run[0].timestamp)), int64(n))
+		run = run[n:]
+	}
 	for i := range evs {
-		lat.observe(now.Sub(time.UnixMilli(evs[i].timestamp)))
 		weight += evs[i].weight
 	}
 	s.d.latency.add(&lat)
