@@ -82,6 +82,12 @@ func (m *Mirror) forgetAcked(tps []TopicPartition) {
 // carriedDone reports whether r was acknowledged by an earlier drain of
 // this process (see ackedAbove) and, if so, marks it done without sending.
 func (p *partitionState) carriedDone(r *Record) bool {
+	// carried is set before the partition's reader starts and only that
+	// reader deletes from it, so the reader may look at its length
+	// without the lock, which the senders take to acknowledge.
+	if len(p.carried) == 0 {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.carried[r.Offset]; !ok {
