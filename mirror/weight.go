@@ -17,11 +17,12 @@ import "unsafe"
 // partitions times the maximum batch size.
 const (
 	// itemMemory is the engine's share: the record in its fetch's slice
-	// and the item pointing at it, held by value in a sender's queue
-	// (112 B, 122 B measured), with a margin. An event's entry in its sender's
-	// list of batched events (40 B, the list reused from batch to batch)
-	// is, like the batch's copies below, bounded by the number of hub
-	// partitions times the maximum batch size.
+	// (112 B, 122 B measured), with a margin. Its item (24 B) waits by
+	// value in a sender's queue, whose slots are allocated with the queue,
+	// and then becomes an entry in its sender's list of batched events
+	// (40 B, the list reused from batch to batch): like the batch's copies
+	// below, both are bounded by the number of hub partitions times the
+	// queue's and the batch's sizes.
 	itemMemory = 144
 	// BatchedEventMemory is what a [Batch] keeps of one event besides its
 	// value and key bytes, until it is sent: for the Event Hubs sink, the
