@@ -329,17 +329,16 @@ func TestEventBuilderMatchesEventFor(t *testing.T) {
 	}
 	// Building the event of a keyed record allocates nothing per record:
 	// message ids are cut from allocations of messageIDBytes (two
-	// allocations each: the builder and its bytes).
+	// allocations for hundreds of ids). AllocsPerRun rounds its average
+	// down, so 0 means fewer than one allocation per build.
 	const builds = 10_000
-	perArena := float64(messageIDBytes / len(MessageID(recs[0].Topic, recs[0].Partition, recs[0].Offset)))
-	if n := testing.AllocsPerRun(builds, func() { b.Build(&recs[0]) }); n > 2/perArena+0.001 {
-		t.Errorf("building the event of a keyed record allocates %.3f times, want at most %.3f (the message ids' allocations)", n, 2/perArena)
+	if n := testing.AllocsPerRun(builds, func() { b.Build(&recs[0]) }); n > 0 {
+		t.Errorf("building the event of a keyed record allocates %.0f times, want less than once per record", n)
 	}
 	// Nor does one with headers whose names the builder has seen in that
 	// order: their property names and order are worked out once.
-	perArena = float64(messageIDBytes / len(MessageID(recs[2].Topic, recs[2].Partition, recs[2].Offset)))
-	if n := testing.AllocsPerRun(builds, func() { b.Build(&recs[2]) }); n > 2/perArena+0.001 {
-		t.Errorf("building the event of a record with headers allocates %.3f times, want at most %.3f", n, 2/perArena)
+	if n := testing.AllocsPerRun(builds, func() { b.Build(&recs[2]) }); n > 0 {
+		t.Errorf("building the event of a record with headers allocates %.0f times, want less than once per record", n)
 	}
 }
 
