@@ -371,7 +371,7 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 	go func() { identityDone <- d.checkIdentity(identityCtx) }()
 	for _, ss := range d.senders {
 		for _, s := range ss {
-			close(s.in)
+			s.in.close()
 		}
 	}
 	senders.Wait()
@@ -426,6 +426,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 	defer d.clock.begin()()
 	pf := &prefetcher{d: d, tp: ps.tp}
 	defer pf.stop()
+	run := d.newHandOverRun(ps.hub)
 	for offset >= 0 && !ps.halted() && ctx.Err() == nil {
 		if offset >= end && !d.keepFollowing(ctx) {
 			return // caught up
@@ -461,10 +462,8 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
 			pf.start(ctx, f.Next)
 		}
-		for i := range f.Records {
-			if !d.handOver(ctx, ps, &f.Records[i]) {
-				return
-			}
+		if !d.handOver(ctx, ps, run, f.Records) {
+			return
 		}
 		ps.advance(f.Next)
 		if f.Next > offset {
@@ -474,72 +473,6 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 			// stable end for now.
 			return
 		}
-	}
-}
-
-// handOver charges the drain's bounds for r and queues its item for the
-// sender of r's hub partition. It returns false when the partition must
-// stop reading.
-func (d *drain) handOver(ctx context.Context, ps *partitionState, r *Record) bool {
-	if d.isStopped() || ps.halted() {
-		return false
-	}
-	if ps.carriedDone(r) {
-		return true
-	}
-	if d.dd != nil && d.dd.already(ps, r) {
-		ps.addDone(r)
-		return true
-	}
-	size := int64(len(r.Value))
-	if d.lim.MaxRecords > 0 && d.records.Add(1) > d.lim.MaxRecords {
-		d.stop(StopMaxRecords)
-		return false
-	}
-	if d.lim.MaxBytes > 0 && d.bytes.Add(size) > d.lim.MaxBytes {
-		d.stop(StopMaxBytes)
-		return false
-	}
-	s := d.senders[ps.hub][d.parts[ps.hub].index(r)]
-	if !d.fitsHub(ctx, s, r) {
-		// Decided here, before any later record of the partition is
-		// handed over.
-		ps.add(r)
-		if err := d.oversized(ps, r.Offset, int(size), ps.hub, ErrEventTooLarge); err != nil {
-			// Stop reading; the records queued before it are still sent.
-			ps.hold(err)
-			return false
-		}
-		return true
-	}
-	weight := min(InFlightWeight(r), d.m.opts.InFlightBytes)
-	if ctx.Err() != nil {
-		return false // as Acquire would: a canceled reader hands nothing over
-	}
-	if !d.inflight.TryAcquire(weight) {
-		t0 := time.Now()
-		err := d.inflight.Acquire(ctx, weight)
-		waited(&d.clock.inFlight, t0)
-		if err != nil {
-			return false
-		}
-	}
-	it := item{ps: ps, weight: weight, rec: r}
-	ps.add(r)
-	select {
-	case s.in <- it:
-		return true
-	default:
-	}
-	t0 := time.Now()
-	defer waited(&d.clock.sender, t0)
-	select {
-	case s.in <- it:
-		return true
-	case <-ctx.Done():
-		// Never handed over: it stays pending, so nothing past it commits.
-		d.inflight.Release(weight)
-		return false
 	}
 }
 

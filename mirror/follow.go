@@ -185,29 +185,6 @@ func (s *sender) linger() time.Duration {
 	return 0
 }
 
-// next returns the next queued item. When none is queued it waits until
-// deadline (not at all for a zero deadline). ok is false when the wait
-// ended or the queue is closed.
-func (s *sender) next(deadline time.Time) (it item, ok bool) {
-	select {
-	case it, ok = <-s.in:
-		return it, ok
-	default:
-	}
-	wait := time.Until(deadline)
-	if deadline.IsZero() || wait <= 0 {
-		return item{}, false
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case it, ok = <-s.in:
-		return it, ok
-	case <-t.C:
-		return item{}, false
-	}
-}
-
 // FollowUntil returns when a timer-triggered drain that follows should stop
 // following: margin before the schedule's next occurrence after now, or
 // the zero time when that leaves less than minWindow to follow.

@@ -21,6 +21,10 @@ import (
 // of small records are sized by their weight (prefetch.go), 2,048 fits.
 const senderQueue = 2048
 
+// senderTake is how many queued items a sender takes at once, at most: one
+// lock of its queue (itemQueue).
+const senderTake = 256
+
 // item is one record's event on its way to Event Hubs, queued by value. It
 // points at the record in its fetch's record slice (whose keys and values
 // share one allocation too): a fetch's records and bytes are one
@@ -60,7 +64,11 @@ type sender struct {
 	d           *drain
 	hub         string
 	partitionID string
-	in          chan item
+	in          *itemQueue
+	// taken are items taken from in and not yet looked at, from
+	// taken[nextTaken] on; its capacity is how many are taken at once.
+	taken     []item
+	nextTaken int
 	// dead is set after a fatal error (hub missing, unauthorized); queued
 	// items are then dropped without being sent.
 	dead error
@@ -84,9 +92,9 @@ func (s *sender) run(workCtx, sendCtx context.Context) {
 		first := carry
 		carry = item{}
 		if first.rec == nil {
-			it, ok := <-s.in
+			it, ok := s.first()
 			if !ok {
-				return
+				return // the queue is closed
 			}
 			first = it
 		}

@@ -27,7 +27,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 			d.parts[hubName] = &partitioner{strategy: d.m.opts.Partitioning, n: len(hub.PartitionIDs)}
 			ss := make([]*sender, len(hub.PartitionIDs))
 			for i, id := range hub.PartitionIDs {
-				ss[i] = &sender{d: d, hub: hubName, partitionID: id, in: make(chan item, senderQueue)}
+				ss[i] = &sender{d: d, hub: hubName, partitionID: id, in: newItemQueue(senderQueue)}
 			}
 			d.senders[hubName] = ss
 			d.fits[hubName] = new(atomic.Int64)

@@ -103,6 +103,17 @@ func (p *partitionState) add(r *Record) {
 	p.mu.Unlock()
 }
 
+// addRun records that the records at offsets, in order, were handed to
+// senders.
+func (p *partitionState) addRun(offsets []int64) {
+	p.mu.Lock()
+	for _, o := range offsets {
+		p.pending = append(p.pending, pendingRecord(o))
+	}
+	p.next = offsets[len(offsets)-1] + 1
+	p.mu.Unlock()
+}
+
 // addDone records that r needs no sending: its event was found in the hub.
 func (p *partitionState) addDone(r *Record) {
 	p.mu.Lock()

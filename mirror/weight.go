@@ -18,10 +18,11 @@ import "unsafe"
 const (
 	// itemMemory is the engine's share: the record in its fetch's slice
 	// (112 B, 122 B measured), with a margin. Its item (24 B) waits by
-	// value in a sender's queue, whose slots are allocated with the queue,
-	// and then becomes an entry in its sender's list of batched events
-	// (40 B, the list reused from batch to batch): like the batch's copies
-	// below, both are bounded by the number of hub partitions times the
+	// value in its reader's run, a sender's queue and the run its sender
+	// took (queue.go), whose slots are allocated with them, and then
+	// becomes an entry in its sender's list of batched events (40 B, the
+	// list reused from batch to batch): like the batch's copies below,
+	// these are bounded by the number of partitions times the runs', the
 	// queue's and the batch's sizes.
 	itemMemory = 144
 	// BatchedEventMemory is what a [Batch] keeps of one event besides its

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"runtime"
 	"testing"
 )
@@ -14,7 +15,7 @@ import (
 func retainedPerItem(n int) float64 {
 	const size, keyLen, perFetch = 100, 16, 1000
 	ps := &partitionState{tp: TopicPartition{Topic: "orders", Partition: 3}}
-	q := make(chan item, n)
+	q := newItemQueue(n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -27,7 +28,7 @@ func retainedPerItem(n int) float64 {
 			key, val := slab[:keyLen:keyLen], slab[keyLen:keyLen+size:keyLen+size]
 			slab = slab[keyLen+size:]
 			recs[i] = Record{Topic: "orders", Partition: 3, Offset: int64(queued+i) + 1e9, Key: key, Value: val, Timestamp: 1.7e12}
-			q <- item{ps: ps, weight: InFlightWeight(&recs[i]), rec: &recs[i]}
+			q.put(context.Background(), []item{{ps: ps, weight: InFlightWeight(&recs[i]), rec: &recs[i]}})
 		}
 	}
 	runtime.GC()
