@@ -145,6 +145,7 @@ func (s *sender) receive(deadline time.Time, forever bool) (it item, ok bool) {
 		s.nextTaken = 0
 		switch {
 		case len(s.taken) > 0:
+			s.warm(s.taken)
 		case closed, !forever && deadline.IsZero():
 			return item{}, false
 		case !s.in.wait(deadline):
@@ -154,6 +155,25 @@ func (s *sender) receive(deadline time.Time, forever bool) (it item, ok bool) {
 	it = s.taken[s.nextTaken]
 	s.nextTaken++
 	return it, true
+}
+
+// warm loads the words of the records of items that building their events
+// reads first, and their values' first bytes, before the first of them is
+// built. The records were fetched long before (a sender's queue holds
+// thousands of records), so they are not in the CPU's caches, and the event
+// builder stalled on its first look at each record (2.5 % of the CPU of a
+// 100 B keyed drain, README, Performance); loaded together, the records'
+// memory latencies overlap one another.
+func (s *sender) warm(items []item) {
+	var w uintptr
+	for i := range items {
+		r := items[i].rec
+		w += uintptr(len(r.Topic)) + uintptr(len(r.Value)) + uintptr(r.Timestamp)
+		if len(r.Value) > 0 {
+			w += uintptr(r.Value[0])
+		}
+	}
+	s.warmed += w
 }
 
 // handOverRun is a run of records a reader hands over at once: up to

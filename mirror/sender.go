@@ -69,6 +69,8 @@ type sender struct {
 	// taken[nextTaken] on; its capacity is how many are taken at once.
 	taken     []item
 	nextTaken int
+	// warmed sums what warm loads, so that the loads are kept.
+	warmed uintptr
 	// dead is set after a fatal error (hub missing, unauthorized); queued
 	// items are then dropped without being sent.
 	dead error
