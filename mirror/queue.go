@@ -196,7 +196,7 @@ func (d *drain) newHandOverRun(hub string) *handOverRun {
 	return &handOverRun{senders: ss, bySender: make([][]item, len(ss)), offsets: make([]int64, 0, maxHandOverRun)}
 }
 
-// add adds r's item, for the sender at index, to the run.
+// add adds it, bound for the sender at index, to the run.
 func (h *handOverRun) add(index int, it item) {
 	if len(h.bySender[index]) == 0 {
 		h.used = append(h.used, index)
