@@ -81,6 +81,9 @@ type gen struct {
 	// of its CPU in the 100 B keyed case, work the mirror, which reads its
 	// keys from Kafka, never does.
 	keys []byte
+	// contentType and tenants ("t0t1…t7") are header values, made once;
+	// they must not be modified.
+	contentType, tenants []byte
 }
 
 // keyBytes is the length of a key: "key-" and seven digits.
@@ -102,7 +105,7 @@ func newGen(shape Shape) *gen {
 	for ti := range topics {
 		topics[ti] = TopicName(ti)
 	}
-	g := &gen{shape: shape, pool: pool, topics: topics}
+	g := &gen{shape: shape, pool: pool, topics: topics, contentType: []byte("application/json"), tenants: []byte("t0t1t2t3t4t5t6t7")}
 	if shape.Keyed {
 		g.keys = make([]byte, 0, DistinctKeys*keyBytes)
 		for id := range DistinctKeys {
@@ -140,17 +143,44 @@ func (g *gen) key(ti, p int, off int64) []byte {
 
 // headers returns the headers of a record, nil for shapes without: a W3C
 // traceparent that differs per record, a content type and a tenant of
-// eight, 87 bytes of names and values in all.
+// eight, 102 bytes of names and values in all. Each call allocates them
+// anew, as the loader needs (the producer keeps them until it sends).
 func (g *gen) headers(ti, p int, off int64) []mirror.Header {
+	hs, _ := g.appendHeaders(nil, nil, ti, p, off)
+	return hs
+}
+
+// appendHeaders is headers written into hs[:0], with the traceparent's
+// bytes in buf[:0]; it returns both, grown as needed. The send limit reuses
+// them from record to record: a batch keeps none of an event's headers
+// (mirror.Batch), and formatting and allocating them per record was work
+// the mirror, which reads its headers from Kafka, never does.
+func (g *gen) appendHeaders(hs []mirror.Header, buf []byte, ti, p int, off int64) ([]mirror.Header, []byte) {
 	if !g.shape.Headers {
-		return nil
+		return nil, buf
 	}
 	h := mix(ti, p, off)
-	return []mirror.Header{
-		{Key: "traceparent", Value: fmt.Appendf(make([]byte, 0, 55), "00-%016x%016x-%016x-01", h, h^uint64(off), h>>7)},
-		{Key: "content-type", Value: []byte("application/json")},
-		{Key: "tenant", Value: []byte{'t', '0' + byte(h%8)}},
+	buf = append(buf[:0], "00-"...)
+	buf = appendHex16(buf, h)
+	buf = appendHex16(buf, h^uint64(off))
+	buf = append(buf, '-')
+	buf = appendHex16(buf, h>>7)
+	buf = append(buf, "-01"...)
+	tenant := 2 * int(h%8)
+	return append(hs[:0],
+		mirror.Header{Key: "traceparent", Value: buf},
+		mirror.Header{Key: "content-type", Value: g.contentType},
+		mirror.Header{Key: "tenant", Value: g.tenants[tenant : tenant+2 : tenant+2]},
+	), buf
+}
+
+// appendHex16 appends v in 16 lower-case hexadecimal digits.
+func appendHex16(dst []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		dst = append(dst, digits[v>>uint(shift)&0xf])
 	}
+	return dst
 }
 
 // timestamp returns the timestamp of a record in Unix milliseconds.
@@ -158,15 +188,34 @@ func (g *gen) timestamp(off int64) int64 { return baseTime + off }
 
 // record returns the record as the Kafka adapter would read it.
 func (g *gen) record(ti, p int, off int64) mirror.Record {
+	return g.recordWith(g.headers(ti, p, off), ti, p, off)
+}
+
+// recordWith is record with headers hs.
+func (g *gen) recordWith(hs []mirror.Header, ti, p int, off int64) mirror.Record {
 	return mirror.Record{
 		Topic:     g.topics[ti],
 		Partition: int32(p),
 		Offset:    off,
 		Key:       g.key(ti, p, off),
 		Value:     g.value(ti, p, off),
-		Headers:   g.headers(ti, p, off),
+		Headers:   hs,
 		Timestamp: g.timestamp(off),
 	}
+}
+
+// reusedHeaders are the headers and traceparent bytes the send limit's
+// records share, one record at a time (gen.appendHeaders).
+type reusedHeaders struct {
+	hs  []mirror.Header
+	buf []byte
+}
+
+// recordReusing is record with its headers written into rh: valid until
+// the next call with rh.
+func (g *gen) recordReusing(rh *reusedHeaders, ti, p int, off int64) mirror.Record {
+	rh.hs, rh.buf = g.appendHeaders(rh.hs, rh.buf, ti, p, off)
+	return g.recordWith(rh.hs, ti, p, off)
 }
 
 // kafkaRecord returns the record to produce at off of partition p of topic

@@ -210,6 +210,7 @@ func sendPhase(ctx context.Context, spec ChildSpec, m *meter) error {
 func sendRoute(ctx context.Context, sink mirror.Sink, g *gen, r *route) (records, bytes int64, err error) {
 	hub := TopicName(r.topic)
 	var events mirror.EventBuilder
+	var rh reusedHeaders
 	i := 0
 	for i < len(r.records) {
 		b, err := sink.NewBatch(ctx, hub, r.partitionID)
@@ -219,7 +220,7 @@ func sendRoute(ctx context.Context, sink mirror.Sink, g *gen, r *route) (records
 		var n, nb int64
 		for i < len(r.records) {
 			c := r.records[i]
-			rec := g.record(r.topic, int(c>>48), int64(c&(1<<48-1)))
+			rec := g.recordReusing(&rh, r.topic, int(c>>48), int64(c&(1<<48-1)))
 			if err := b.Add(events.Build(&rec)); err != nil {
 				if errors.Is(err, mirror.ErrBatchFull) {
 					break
