@@ -15,7 +15,7 @@ import (
 // bound + 96 MiB (352 MiB) was tried: at the namespace's quota the heap
 // reached it, the collector ran at its CPU cap and drains failed; GOGC 400
 // under that limit saved no CPU the shared machine could measure and raised
-// peak RSS by a sixth (README, Performance). GOGC stays as it is.
+// peak RSS by a sixth (docs/performance.md). GOGC stays as it is.
 const (
 	// memoryLimitBase is the memory limit's part that the in-flight bound
 	// does not size: the runtime, the clients and their buffers (Kafka

@@ -51,8 +51,8 @@ import (
 // about 355 KiB for 100 B records at 20 partitions, FetchBytes for 1 KiB records
 // and larger. The memory that saves lets each sender queue more events
 // (senderQueue), so the senders fill larger batches (1,800–2,100 events of
-// 100 B instead of about 1,000) within the same peak RSS (README,
-// Performance, 2026-12-05 noon).
+// 100 B instead of about 1,000) within the same peak RSS
+// (docs/performance.md, 2026-12-05 noon).
 //
 // Prefetched fetches are charged to the drain's in-flight bound
 // (Options.InFlightBytes) from the moment they are sent until the reader

@@ -9,8 +9,9 @@ import (
 )
 
 // senderQueue is the capacity of a sender's queue. A sender sends what is
-// queued when its previous send returns, so the queue also bounds a batch
-// (about 2,000 events of 100 B, half the 1 MB a batch takes). A queue of
+// queued when its previous send returns, so the queue, with the run of at
+// most senderTake items the sender took from it, also bounds a batch (about
+// 2,000 events of 100 B, half the 1 MB a batch takes). A queue of
 // 8,192 filled the batches but, before the in-flight weight was measured
 // (weight.go), held far more memory than the bound accounted for (RSS
 // doubled). Queues of 2,048 and 4,096 filled batches to 2,000–2,500 events
@@ -386,8 +387,8 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 // than that window leaves quota unused, while a refused send costs no
 // quota. The service's own text asks for 4 seconds; with one sender per hub
 // partition, pauses of up to a second, spread by jitter, keep the namespace
-// at its quota (README, Performance) and do not hold up the senders of
-// partitions that were not refused.
+// at its quota (README, "At the namespace's throughput quota") and do not
+// hold up the senders of partitions that were not refused.
 const maxThrottlePause = time.Second
 
 // throttlePause is the pause after a throttled send: backoff, at most
