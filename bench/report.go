@@ -38,6 +38,40 @@ const (
 	TargetFollowMaxMs = 2000.0
 )
 
+// Targets of issue 25 for every throughput case: the small-record path at
+// the machine's limit, within the memory it had.
+const (
+	// TargetSerialRatio: mirror ÷ the serial limit (CaseResult.SerialRatio).
+	TargetSerialRatio = 0.9
+	// TargetCPUEfficiency: the limits' client CPU per record ÷ the
+	// mirror's (CaseResult.CPUEfficiency).
+	TargetCPUEfficiency = 0.9
+	// TargetPeakRSSVsBaseline: a case's peak RSS at most this × its peak in
+	// the run the target was set against (PeakRSSBaselineMB).
+	TargetPeakRSSVsBaseline = 1.2
+)
+
+// PeakRSSBaselineMB is the mirror's peak RSS, in MB, of a default case in
+// the run of 2026-12-02 that issue 25 bounds memory by (the README's table
+// then); false for cases that run had not (the header cases).
+func PeakRSSBaselineMB(name string) (float64, bool) {
+	switch name {
+	case "100B-keyless":
+		return 274, true
+	case "100B-keyed":
+		return 289, true
+	case "1KiB-keyless":
+		return 391, true
+	case "1KiB-keyed":
+		return 392, true
+	case "10KiB-keyless":
+		return 370, true
+	case "10KiB-keyed":
+		return 404, true
+	}
+	return 0, false
+}
+
 // JSON returns the objects of .bench/latest.json: one per case, then
 // idle_drain_ms, start_to_ready_ms, peak RSS against backlog, and the run.
 func (r *Results) JSON() []map[string]any {
@@ -266,6 +300,12 @@ func (r *Results) Targets() []Target {
 		byName[c.Shape.Name] = c
 		l, by := c.Limit()
 		check(c.Ratio() >= TargetRatio, "%s: mirror %.1f MB/s ÷ %s limit %.1f MB/s = %.2f (target ≥ %.1f)", c.Shape.Name, c.Mirror.MBPerSecond(), by, l, c.Ratio(), TargetRatio)
+		check(c.SerialRatio() >= TargetSerialRatio, "%s: mirror %.1f MB/s ÷ serial limit %.1f MB/s = %.2f (target ≥ %.1f)", c.Shape.Name, c.Mirror.MBPerSecond(), c.SerialLimit(), c.SerialRatio(), TargetSerialRatio)
+		check(c.CPUEfficiency() >= TargetCPUEfficiency, "%s: CPU efficiency %.2f: read %.4f + send %.4f vs mirror %.4f s/1k records (target ≥ %.1f)", c.Shape.Name, c.CPUEfficiency(), c.Read.CPUPer1k(), c.Send.CPUPer1k(), c.Mirror.CPUPer1k(), TargetCPUEfficiency)
+		if base, ok := PeakRSSBaselineMB(c.Shape.Name); ok {
+			bound := TargetPeakRSSVsBaseline * base
+			check(mb(c.Mirror.PeakRSS) <= bound, "%s: peak RSS %.0f MB (target ≤ %.0f MB, %.1f × %.0f MB on 2026-12-02)", c.Shape.Name, mb(c.Mirror.PeakRSS), bound, TargetPeakRSSVsBaseline, base)
+		}
 		if len(c.MirrorDedupRounds) > 0 {
 			q := ratio(c.MirrorDedup.MBPerSecond(), c.Mirror.MBPerSecond())
 			check(q >= 0.95, "%s: MIRROR_DEDUPLICATE=true %.1f MB/s ÷ off %.1f MB/s = %.2f on a clean drain (target ≥ 0.95)", c.Shape.Name, c.MirrorDedup.MBPerSecond(), c.Mirror.MBPerSecond(), q)
