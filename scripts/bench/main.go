@@ -64,7 +64,7 @@ func run() error {
 	var sc bench.ScaleConfig
 	flag.StringVar(&scaleProcesses, "scale-processes", "1,2,4", "scale-out case: handler process counts to run, in order")
 	flag.BoolVar(&sc.Ticks, "scale-ticks", false, "scale-out case: fire every process's timer together, the next tick when all invocations ended (default: each again as soon as its own ends)")
-	flag.Int64Var(&sc.PerPartition, "scale-records", 10_000, "scale-out case: backlog records (1 KiB) per partition of the 20")
+	flag.Int64Var(&sc.PerPartition, "scale-records", 100_000, "scale-out case: backlog records (1 KiB) per partition of the 20")
 	flag.IntVar(&lc.Rate, "latency-rate", 20000, "latency case: records per second (1 KiB, keyed)")
 	flag.DurationVar(&lc.Duration, "latency-duration", 60*time.Second, "latency case: how long the producer writes")
 	flag.StringVar(&lc.Schedule, "latency-schedule", "", "latency case: MIRROR_SCHEDULE (default the project's, every minute)")
