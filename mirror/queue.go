@@ -13,12 +13,18 @@ import (
 // of a 100 B keyed drain, 0.6 s of channel operations and about 0.3 s of the
 // readers' per-record locks, of 25.8 s (docs/performance.md, "The evening
 // engine"). Any number of readers may add; one sender takes.
+//
+// The ring starts small and doubles as items wait in it, up to the queue's
+// capacity: a drain has a sender per hub partition, and one whose partition
+// gets few records would otherwise hold its full ring (48 KiB at the
+// default capacity), outside the in-flight bound, for the drain's life.
 type itemQueue struct {
-	mu     sync.Mutex
-	ring   []item // its capacity is the queue's
-	head   int    // ring[head] is the oldest item
-	n      int    // items queued
-	closed bool
+	mu       sync.Mutex
+	ring     []item // grows up to capacity
+	capacity int    // the most items the queue holds
+	head     int    // ring[head] is the oldest item
+	n        int    // items queued
+	closed   bool
 	// ready holds a token once items were added to an empty queue, or the
 	// queue was closed: the sender waits on it when it found none.
 	ready chan struct{}
@@ -27,9 +33,21 @@ type itemQueue struct {
 	room chan struct{}
 }
 
+// itemQueueStart is the size of a queue's ring before it first grows.
+const itemQueueStart = 64
+
 // newItemQueue returns an empty queue of capacity items.
 func newItemQueue(capacity int) *itemQueue {
-	return &itemQueue{ring: make([]item, capacity), ready: make(chan struct{}, 1)}
+	return &itemQueue{ring: make([]item, min(capacity, itemQueueStart)), capacity: capacity, ready: make(chan struct{}, 1)}
+}
+
+// grow doubles the ring, up to the queue's capacity, keeping the queued
+// items in order from its start. q.mu is held.
+func (q *itemQueue) grow() {
+	ring := make([]item, min(2*len(q.ring), q.capacity))
+	k := copy(ring, q.ring[q.head:min(q.head+q.n, len(q.ring))])
+	copy(ring[k:], q.ring[:q.n-k])
+	q.ring, q.head = ring, 0
 }
 
 // put adds items, in order, waiting for room while the queue is full. It
@@ -45,7 +63,10 @@ func (q *itemQueue) put(ctx context.Context, items []item) int {
 			default:
 			}
 		}
-		for added < len(items) && q.n < len(q.ring) {
+		for added < len(items) && q.n < q.capacity {
+			if q.n == len(q.ring) {
+				q.grow()
+			}
 			q.ring[(q.head+q.n)%len(q.ring)] = items[added]
 			q.n++
 			added++

@@ -61,6 +61,65 @@ func TestItemQueueKeepsOrderAcrossWraps(t *testing.T) {
 	}
 }
 
+// TestItemQueueGrowsUpToItsCapacity: a queue's ring starts small and
+// doubles as items wait in it, keeping their order when it grows while the
+// oldest items sit past the ring's wrap, and never beyond the queue's
+// capacity: a put into a full queue still waits.
+func TestItemQueueGrowsUpToItsCapacity(t *testing.T) {
+	q := newItemQueue(300)
+	if len(q.ring) != itemQueueStart {
+		t.Fatalf("an empty queue's ring holds %d slots, want %d", len(q.ring), itemQueueStart)
+	}
+	ctx := context.Background()
+	dst := make([]item, 0, 400)
+	next, want := 0, 0
+	takeAll := func() {
+		t.Helper()
+		dst, _ = q.take(dst[:0])
+		for _, it := range dst {
+			if it.rec.Offset != int64(want) {
+				t.Fatalf("took offset %d, want %d", it.rec.Offset, want)
+			}
+			want++
+		}
+	}
+	put := func(n int) {
+		t.Helper()
+		if got := q.put(ctx, queued(next, n)); got != n {
+			t.Fatalf("put %d of %d into a queue with room", got, n)
+		}
+		next += n
+	}
+	// The oldest items past the wrap when the ring grows.
+	put(60)
+	if first, _ := q.take(make([]item, 0, 50)); len(first) != 50 {
+		t.Fatalf("took %d of 60 items into room for 50", len(first))
+	}
+	want = 50
+	put(60) // 10 queued from slot 50: the ring is full, wrapped, at the 54th
+	if len(q.ring) != 128 {
+		t.Fatalf("the ring holds %d slots after 70 items waited in 64, want 128", len(q.ring))
+	}
+	takeAll()
+	if want != next {
+		t.Fatalf("took up to offset %d, want %d", want, next)
+	}
+	// Filled to its capacity, and no further.
+	put(300)
+	if len(q.ring) != 300 {
+		t.Fatalf("a full queue's ring holds %d slots, want its capacity 300", len(q.ring))
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if got := q.put(canceled, queued(next, 1)); got != 0 {
+		t.Fatalf("a full queue took %d more items", got)
+	}
+	takeAll()
+	if want != next {
+		t.Fatalf("took up to offset %d, want %d", want, next)
+	}
+}
+
 // TestItemQueuePutWaitsForRoom: a put into a full queue waits until the
 // sender takes, then adds the rest in order; a put whose context ends while
 // it waits returns how many it added, and the rest are not queued.

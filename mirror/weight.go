@@ -19,7 +19,8 @@ const (
 	// itemMemory is the engine's share: the record in its fetch's slice
 	// (112 B, 122 B measured), with a margin. Its item (24 B) waits by
 	// value in its reader's run, a sender's queue and the run its sender
-	// took (queue.go), whose slots are allocated with them, and then
+	// took (queue.go), whose slots are their fixed memory (a queue's ring
+	// grows to its capacity while items wait in it, and stays), and then
 	// becomes an entry in its sender's list of batched events (40 B, the
 	// list reused from batch to batch): like the batch's copies below,
 	// these are bounded by the number of partitions times the runs', the

@@ -10,12 +10,14 @@ import (
 // hold beyond their key and value bytes, laid out as the reader leaves them:
 // per fetch of 1,000 records, one slab of keys and values and one slice of
 // records (as the Kafka adapter decodes them), and an item pointing at
-// each, queued by value in a sender's queue (whose slots are allocated
-// with the queue, so not counted).
+// each, queued by value in a sender's queue (whose slots are the queue's
+// fixed memory, so allocated in full before the measurement and not
+// counted).
 func retainedPerItem(n int) float64 {
 	const size, keyLen, perFetch = 100, 16, 1000
 	ps := &partitionState{tp: TopicPartition{Topic: "orders", Partition: 3}}
 	q := newItemQueue(n)
+	q.ring = make([]item, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
