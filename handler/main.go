@@ -57,6 +57,7 @@ func run() error {
 	}
 
 	a := newApp(os.Getenv, logger, redactor)
+	a.unknownSettings = config.UnknownSettings(os.Environ())
 	sizeGC(logger, a.settings.InFlightBytes)
 	// Setting problems go to stderr, which the host logs at Error, as
 	// structured lines with time and level.
@@ -64,13 +65,16 @@ func run() error {
 	for _, p := range a.problems {
 		errLogger.Error("setting problem: "+p.String(), "setting", p.Setting, "remedy", p.Remedy, "doc", p.Doc)
 	}
+	for _, p := range a.unknownSettings {
+		errLogger.Warn("setting problem: "+p.String(), "setting", p.Setting, "remedy", p.Remedy, "doc", p.Doc)
+	}
 	srv := newServer(a)
 	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }
 	srv.Listener = ln
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start("") }()
-	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0)
+	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0 && len(a.unknownSettings) == 0, "unknown_settings", len(a.unknownSettings))
 	go a.logReadiness(ctx)
 
 	select {

@@ -137,9 +137,12 @@ func (a *app) problemLines() []string {
 // settingCauses are the setting problems as causes, with their remedies,
 // for the page.
 func (a *app) settingCauses() []mirror.Cause {
-	out := make([]mirror.Cause, len(a.problems))
-	for i, p := range a.problems {
-		out[i] = mirror.Cause{Kind: "setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc}
+	out := make([]mirror.Cause, 0, len(a.problems)+len(a.unknownSettings))
+	for _, p := range a.problems {
+		out = append(out, mirror.Cause{Kind: "setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc})
+	}
+	for _, p := range a.unknownSettings {
+		out = append(out, mirror.Cause{Kind: "unknown setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc})
 	}
 	return out
 }
@@ -277,18 +280,23 @@ func statusURLFor(catchUpURL, id string) string {
 
 // statusBody is the JSON of GET /api/status.
 type statusBody struct {
-	Time     time.Time              `json:"time"`
-	OK       bool                   `json:"ok"`
-	Reason   string                 `json:"reason,omitempty"`
-	Problems []config.Problem       `json:"problems"`
-	Health   *mirror.Health         `json:"health,omitempty"`
-	Config   map[string]string      `json:"config"`
-	Lag      *mirror.LagReport      `json:"lag,omitempty"`
-	LagError string                 `json:"lag_error,omitempty"`
-	CatchUp  *mirror.CatchUpStatus  `json:"catch_up,omitempty"`
-	Run      *mirror.CatchUpStatus  `json:"run,omitempty"`
-	CatchUps []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
-	Drains   []*mirror.Report       `json:"last_drains"`
+	Time     time.Time        `json:"time"`
+	OK       bool             `json:"ok"`
+	Reason   string           `json:"reason,omitempty"`
+	Problems []config.Problem `json:"problems"`
+	// UnknownSettings are app settings that look like the mirror's
+	// (KAFKA_*, MIRROR_*, EVENTHUBS*, CUTOVER_*, EHMIRROR_*) but are not
+	// settings, with the closest setting's name: their values are ignored.
+	// They do not make ok false.
+	UnknownSettings []config.Problem       `json:"unknown_settings,omitempty"`
+	Health          *mirror.Health         `json:"health,omitempty"`
+	Config          map[string]string      `json:"config"`
+	Lag             *mirror.LagReport      `json:"lag,omitempty"`
+	LagError        string                 `json:"lag_error,omitempty"`
+	CatchUp         *mirror.CatchUpStatus  `json:"catch_up,omitempty"`
+	Run             *mirror.CatchUpStatus  `json:"run,omitempty"`
+	CatchUps        []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
+	Drains          []*mirror.Report       `json:"last_drains"`
 	// Backlog is the lag in records and time, with how long it takes at
 	// the recent rate; Throughput that rate; Running the drains running
 	// now in this instance, with their progress and failures; NextTick
@@ -315,7 +323,7 @@ func (a *app) status(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	body := statusBody{Time: time.Now(), Problems: a.problems, Config: a.settings.Summary(), Drains: []*mirror.Report{}}
+	body := statusBody{Time: time.Now(), Problems: a.problems, UnknownSettings: a.unknownSettings, Config: a.settings.Summary(), Drains: []*mirror.Report{}}
 	if body.Problems == nil {
 		body.Problems = config.Problems{}
 	}
