@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/funchost"
+	"github.com/ehmirror/ehmirror/functions"
 )
 
 // TestCatchUpAnswersLikeTheOtherRoutes (issue 47 item 4), through the real
