@@ -82,7 +82,7 @@ package: ## the deployment zip for a Linux Premium plan (linux/amd64, static, ex
 
 start: build ## run the app with `func start` (Core Tools), or the project's local host when func is missing; PORT=7071 (default: Host.LocalHttpPort of SETTINGS), SETTINGS=local.settings.json
 	@if command -v func >/dev/null 2>&1; then \
-		cp $(SETTINGS) $(APP)/local.settings.json && cd $(APP) && func start --script-root . $(if $(PORT),--port $(PORT)) ; \
+		if [ -f $(SETTINGS) ]; then cp $(SETTINGS) $(APP)/local.settings.json; fi; cd $(APP) && func start --script-root . $(if $(PORT),--port $(PORT)) ; \
 	else \
 		echo "Azure Functions Core Tools (func) not found: running the project's local Functions host instead"; \
 		$(GO) run ./scripts/funchost -app $(APP) -settings $(SETTINGS) $(if $(PORT),-port $(PORT)); \
