@@ -247,12 +247,13 @@ func TestPartitionsFailedAtTheStartAreRetriedUnderFollowMode(t *testing.T) {
 // timer does not break the follower (before the fix the follower's drain
 // ended "group rebalanced", the catch-up found nothing and ended, and
 // nothing was mirrored until the next tick): records produced during and
-// after the catch-up are mirrored at once, within the follower's window.
+// after the catch-up are mirrored at once, within the follower's window;
+// so are those produced after a pause and a resume sent there.
 func TestCatchUpOnTheOtherInstanceKeepsTheFollower(t *testing.T) {
 	e := newEnv(t)
 	in := newInstances(t, e, mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test[12]$`)}}, nil)
 	e.produceN("prod.test1", "a", 8)
-	until := time.Now().Add(25 * time.Second)
+	until := time.Now().Add(30 * time.Second)
 	done := make(chan *mirror.Report, 1)
 	go func() {
 		rep, _ := in.timer.DrainFollowing(context.Background(), "timer", until)
@@ -272,6 +273,20 @@ func TestCatchUpOnTheOtherInstanceKeepsTheFollower(t *testing.T) {
 	e.produceN("prod.test1", "c", 8)
 	waitEvents(t, e, 24, 5*time.Second)
 	lagZero(t, in.otherM, 5*time.Second, "everything committed")
+
+	// A pause and a resume sent to the other instance: the resume's
+	// catch-up watches the follower, which takes the topic back.
+	sel := mirror.TopicSelection{Names: []string{"prod.test1"}}
+	if _, err := in.other.SetPaused(context.Background(), sel, true, "test", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := in.other.SetPaused(context.Background(), sel, false, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.produceN("prod.test1", "d", 8)
+	waitEvents(t, e, 32, 6*time.Second)
+	lagZero(t, in.otherM, 5*time.Second, "everything committed after the resume")
 	select {
 	case rep := <-done:
 		t.Fatalf("the timer's invocation ended %s before its window's end: %q", time.Until(until).Round(time.Second), rep.Lines())
