@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -68,8 +67,9 @@ const maxRejoins = 3
 const minRejoinWindow = 2 * time.Second
 
 // errFollowerEnded: the follower ended before it applied a reset handed to
-// it; the partitions are free for the reset to be applied as usual.
-var errFollowerEnded = errors.New("the following drain ended")
+// it; the partitions are free for the reset to be applied as usual (an
+// instance that handed it over through the control records answers busy).
+var errFollowerEnded = fmt.Errorf("%w: the following drain ended before it applied the reset; try again", ErrBusy)
 
 // follower is a following drain handed over from invocation to invocation,
 // restarted within its window when it must re-plan.
@@ -100,9 +100,8 @@ type follower struct {
 	run string
 	// attached is set while an invocation waits for its window's end.
 	attached bool
-	// ended is set when the follower ended, with its last drain's report
-	// and error.
-	ended bool
+	// final and err are the last drain's report and error, once the
+	// follower ended (phase followEnded).
 	final *Report
 	err   error
 	// endReported is set when an invocation's window report already
@@ -168,7 +167,7 @@ func (s *Service) adopt(run string, until time.Time) *follower {
 			f.mu.Unlock()
 			return nil
 		}
-		if !f.ended && f.win.extend(until) {
+		if f.phase != followEnded && f.win.extend(until) {
 			f.attached, f.run = true, run
 			f.mu.Unlock()
 			return f
@@ -252,24 +251,21 @@ func (s *Service) runFollower(f *follower) {
 	f.win.stop()
 
 	f.mu.Lock()
-	f.phase = followEnded
-	f.ended, f.final, f.err = true, rep, err
+	f.phase, f.final, f.err = followEnded, rep, err
 	var tail *Report
 	if !f.attached && !f.endReported {
 		tail = f.cut(rep, time.Now())
 	}
-	resets := f.resets
-	f.resets = nil
 	f.mu.Unlock()
+	// Resets taken before the end are applied still: the drain has let go
+	// of the partitions, and the process's membership stays a while.
+	f.applyResets(s.ctx)
 	s.mu.Lock()
 	if s.follower == f {
 		s.follower = nil
 	}
 	s.mu.Unlock()
 	close(f.done)
-	for _, r := range resets {
-		r.answer(nil, errFollowerEnded)
-	}
 	if tail != nil {
 		s.conclude(context.Background(), tail, err, TriggerTimer, s.limits.MaxDuration, time.Second)
 	}
@@ -499,9 +495,10 @@ func (f *follower) poke() {
 	}
 }
 
-// applyResets applies, between two drains, the resets handed to the
-// follower: this process's member holds the group's partitions, so the
-// reset's claim shares its generation (no other instance is rebalanced).
+// applyResets applies, between two drains (or after the last), the resets
+// handed to the follower: this process's member holds the group's
+// partitions, so the reset's claim shares its generation (no other
+// instance is rebalanced).
 func (f *follower) applyResets(ctx context.Context) {
 	f.mu.Lock()
 	resets := f.resets

@@ -101,7 +101,7 @@ func (s *Service) awaitWindow(ctx context.Context, f *follower, until time.Time)
 	var err error
 	wait := handoverBacklogWait
 	switch d := f.drain.Load(); {
-	case f.ended:
+	case f.phase == followEnded:
 		rep, err = f.cut(f.final, time.Now()), f.err
 		f.endReported = true
 		wait = time.Second
