@@ -10,8 +10,9 @@ import (
 )
 
 // This file is the home of a follower: the one following drain of a
-// Service in follow mode, handed over from invocation to invocation (see
-// Service.DrainFollowing in handover.go for the invocations' side).
+// Service in follow mode, handed over from invocation to invocation. Its
+// life is here; the invocations that start, adopt and stop it, and their
+// window reports, are in handover.go.
 //
 // What it holds: the partitions its current drain got from the group (the
 // drain's claim, shared with the process's membership). What it was
@@ -141,66 +142,11 @@ func (f *follower) setPhase(phase followPhase, cause string) {
 	}
 }
 
-// adopt extends the running follower's window to until for the invocation
-// run, or starts a follower when none runs (or the one running is
-// stopping: it is waited for). It returns nil when another invocation
-// is attached to the follower or the service is closing.
-func (s *Service) adopt(run string, until time.Time) *follower {
-	for {
-		s.mu.Lock()
-		f := s.follower
-		if f == nil {
-			if s.ctx.Err() != nil {
-				s.mu.Unlock()
-				return nil
-			}
-			f = newFollower(s, run, until)
-			s.follower = f
-			s.wg.Add(1)
-			s.mu.Unlock()
-			go s.runFollower(f)
-			return f
-		}
-		s.mu.Unlock()
-		f.mu.Lock()
-		if f.attached {
-			f.mu.Unlock()
-			return nil
-		}
-		if f.phase != followEnded && f.win.extend(until) {
-			f.attached, f.run = true, run
-			f.mu.Unlock()
-			return f
-		}
-		f.mu.Unlock()
-		<-f.done // stopping: its partitions are free once it returned
-	}
-}
-
 // runningFollower returns the service's follower, nil when none runs.
 func (s *Service) runningFollower() *follower {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.follower
-}
-
-// stopFollower stops a follower waiting in its grace and waits until it
-// returned, so that a drain that does not follow (a manual or past-due
-// run) finds its partitions free. A follower an invocation is attached to
-// goes on (the drain beside it finds its partitions busy).
-func (s *Service) stopFollower() {
-	f := s.runningFollower()
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	attached := f.attached
-	f.mu.Unlock()
-	if attached {
-		return
-	}
-	f.win.stop()
-	<-f.done
 }
 
 // runFollower runs f's drains until its window and grace are over, it is

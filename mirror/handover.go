@@ -1,5 +1,9 @@
 package mirror
 
+// This file is the invocations' side of a follower (follower.go): each
+// scheduled invocation starts or adopts it, waits for its window's end and
+// reports what was mirrored in that window.
+
 import (
 	"context"
 	"slices"
@@ -78,6 +82,61 @@ func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Tim
 		return s.drain(ctx, run, TriggerTimer, lim)
 	}
 	return s.awaitWindow(ctx, f, until)
+}
+
+// adopt extends the running follower's window to until for the invocation
+// run, or starts a follower when none runs (or the one running is
+// stopping: it is waited for). It returns nil when another invocation
+// is attached to the follower or the service is closing.
+func (s *Service) adopt(run string, until time.Time) *follower {
+	for {
+		s.mu.Lock()
+		f := s.follower
+		if f == nil {
+			if s.ctx.Err() != nil {
+				s.mu.Unlock()
+				return nil
+			}
+			f = newFollower(s, run, until)
+			s.follower = f
+			s.wg.Add(1)
+			s.mu.Unlock()
+			go s.runFollower(f)
+			return f
+		}
+		s.mu.Unlock()
+		f.mu.Lock()
+		if f.attached {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.phase != followEnded && f.win.extend(until) {
+			f.attached, f.run = true, run
+			f.mu.Unlock()
+			return f
+		}
+		f.mu.Unlock()
+		<-f.done // stopping: its partitions are free once it returned
+	}
+}
+
+// stopFollower stops a follower waiting in its grace and waits until it
+// returned, so that a drain that does not follow (a manual or past-due
+// run) finds its partitions free. A follower an invocation is attached to
+// goes on (the drain beside it finds its partitions busy).
+func (s *Service) stopFollower() {
+	f := s.runningFollower()
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	attached := f.attached
+	f.mu.Unlock()
+	if attached {
+		return
+	}
+	f.win.stop()
+	<-f.done
 }
 
 // awaitWindow waits for the end of the invocation's window (or of the
