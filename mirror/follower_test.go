@@ -296,3 +296,33 @@ func TestCatchUpOnTheOtherInstanceKeepsTheFollower(t *testing.T) {
 		t.Fatalf("the timer's invocation: %q, want handed over", rep.Lines())
 	}
 }
+
+// A reset sent to an instance while another one drains without a follower
+// (a following drain of its own, not handed over): no follower takes the
+// request, so the instance asked waits for the group to empty, as before,
+// and applies the reset once; it is neither lost nor applied twice.
+func TestResetNotTakenByAFollowerWaitsForTheGroup(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	in := newInstances(t, e, mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test1$`)}}, nil)
+	for i := range 10 {
+		e.produce(followRecord(0, i))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = in.timerM.Drain(context.Background(), "beside", mirror.Limits{MaxDuration: 30 * time.Second, FollowUntil: time.Now().Add(5 * time.Second)})
+	}()
+	waitEvents(t, e, 10, 10*time.Second)
+	lagZero(t, in.otherM, 10*time.Second, "the backlog committed")
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	res, err := in.other.ResetOffsets(ctx, mirror.ResetRequest{Select: mirror.TopicSelection{Names: []string{topic}}, Partitions: []int32{0}, To: mirror.ResetShiftBy, Shift: -4, Apply: true, By: "test"})
+	if err != nil || !res.Applied || res.Partitions[0].Before != 10 || res.Partitions[0].After != 6 {
+		t.Fatalf("reset: %+v, %v; want 10 -> 6", res, err)
+	}
+	<-done
+	if c := e.committed(in.otherM, topic)[0]; c != 6 {
+		t.Fatalf("committed %d after one shift by -4 from 10, want 6", c)
+	}
+}
