@@ -134,7 +134,7 @@ resource "azurerm_linux_function_app" "this" {
   https_only                  = true
 
   # No basic authentication (publishing credentials) at all: scripts/deploy.sh
-  # zip-deploys to the SCM site with an Entra ID token; FTP is not used.
+  # uploads the package to its blob with Entra ID; FTP and SCM are not used.
   ftp_publish_basic_authentication_enabled       = false
   webdeploy_publish_basic_authentication_enabled = false
 
