@@ -107,7 +107,7 @@ soak: ## the long fault-injection soak and a long run of the model-based test (m
 	EHMIRROR_MODEL_CHECKS=40 EHMIRROR_MODEL_STEPS=40 $(GO) test -race -count=1 -timeout 60m -run '^TestModelPositions$$' ./mirror/
 	EHMIRROR_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run 'Soak' -v ./faults/
 
-deploy: package ## terraform apply, then zip-deploy the package (needs az login; DEPLOY_ARGS=--yes or CI=true: no prompt)
+deploy: package ## terraform apply, then upload the package to its blob and restart the apps (needs az login; DEPLOY_ARGS=--yes or CI=true: no prompt)
 	bash scripts/deploy.sh $(DEPLOY_ARGS)
 
 clean: ## remove build outputs
