@@ -137,6 +137,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		claim:     claim,
 		hubs:      hubs,
 		inflight:  semaphore.NewWeighted(m.opts.InFlightBytes),
+		fetches:   newByteBudget(fetchBudget(m.opts.InFlightBytes)),
 		states:    make(map[TopicPartition]*partitionState, len(got)),
 		senders:   make(map[string][]*sender),
 		rep:       rep,
@@ -224,9 +225,12 @@ type drain struct {
 	pipe fetchPipeline
 
 	inflight *semaphore.Weighted
-	records  atomic.Int64 // records handed to senders
-	bytes    atomic.Int64
-	acked    atomic.Int64 // batches Event Hubs accepted
+	// fetches is the fetch budget: what fetches and the records not yet
+	// handed over hold (fetchbudget.go).
+	fetches *byteBudget
+	records atomic.Int64 // records handed to senders
+	bytes   atomic.Int64
+	acked   atomic.Int64 // batches Event Hubs accepted
 	// throttled counts sends refused with server-busy, throttledWait the
 	// nanoseconds senders backed off after them.
 	throttled, throttledWait atomic.Int64
@@ -432,7 +436,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 			return // caught up
 		}
 		t0 := time.Now()
-		f, err := pf.fetch(ctx, offset)
+		f, charge, err := pf.fetch(ctx, offset)
 		waited(&d.clock.kafka, t0)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -462,7 +466,11 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
 			pf.start(ctx, f.Next)
 		}
-		if !d.handOver(ctx, ps, run, f.Records) {
+		run.fetchCharge = charge
+		handed := d.handOver(ctx, ps, run, f.Records)
+		d.releaseFetch(run.fetchCharge) // what the records handed over did not give back
+		run.fetchCharge = 0
+		if !handed {
 			return
 		}
 		ps.advance(f.Next)
