@@ -67,6 +67,14 @@ func (s *distantSource) Watermarks(ctx context.Context, tps []mirror.TopicPartit
 	return s.Source.Watermarks(ctx, tps)
 }
 
+// DescribeTopics passes the source's mirror.TopicDescriber on.
+func (s *distantSource) DescribeTopics(ctx context.Context, names []string) ([]mirror.Topic, error) {
+	if td, ok := s.Source.(mirror.TopicDescriber); ok {
+		return td.DescribeTopics(ctx, names)
+	}
+	return s.Source.Topics(ctx)
+}
+
 // firstSecondFetch returns the index in asked of the first fetch that was
 // its partition's second.
 func (s *distantSource) firstSecondFetch() (int, bool) {
