@@ -174,6 +174,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 // Topics whose hub cannot be used are reported and left out of the drain, so
 // they are neither read nor committed and the other topics go on.
 func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (map[string]Hub, []string) {
+	looked := m.lookUpHubs(ctx, topics)
 	hubs := make(map[string]Hub)
 	failed := make(map[string]error)
 	var names []string
@@ -185,7 +186,7 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 			continue
 		}
 		if _, ok := hubs[name]; !ok {
-			hub, err := m.sink.Hub(ctx, name)
+			hub, err := looked[name].hub, looked[name].err
 			if err == nil && len(hub.PartitionIDs) == 0 {
 				err = errors.New("event hub reports no partitions")
 			}
