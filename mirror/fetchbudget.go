@@ -142,15 +142,19 @@ func fetchedWeight(f *Fetched) int64 {
 }
 
 // chargeFetch takes n bytes of the fetch budget for a fetch about to be
-// sent, waiting for room; the time waited counts as waiting for the
-// in-flight bound.
+// sent, waiting for room. The time waited counts as waiting for the
+// in-flight bound, not for Kafka: the reader counts the whole fetch as
+// waiting for Kafka (drain.read), so it is taken off that here.
 func (d *drain) chargeFetch(ctx context.Context, n int64) error {
 	if d.fetches.tryAcquire(n) {
 		return nil
 	}
 	t0 := time.Now()
-	defer waited(&d.clock.inFlight, t0)
-	return d.fetches.acquire(ctx, n)
+	err := d.fetches.acquire(ctx, n)
+	w := int64(time.Since(t0))
+	d.clock.inFlight.Add(w)
+	d.clock.kafka.Add(-w)
+	return err
 }
 
 // settleFetch turns a fetch's charge of its ask into one of what it
