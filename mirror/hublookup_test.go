@@ -1,7 +1,6 @@
 package mirror_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -30,23 +29,9 @@ func TestFirstSendWithAHundredHubs(t *testing.T) {
 		names[i] = fmt.Sprintf("orders-%03d", i)
 		hubs[i] = emulator.HubConfig{Name: names[i], PartitionCount: 2}
 	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	emu, err := emulator.Start(context.Background(), emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
+	e := newBareEnv(t, []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, names...)}, hubs)
+	emu := e.emu
 	emu.Faults().DelayManagement(50 * time.Millisecond)
-	client, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	e := &env{t: t, cluster: cluster, emu: emu, client: client, group: "mirror-" + t.Name()}
 	m := e.newMirror(mirror.Options{})
 	for round := range 2 {
 		for _, name := range names {

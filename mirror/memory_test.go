@@ -1,7 +1,6 @@
 package mirror_test
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -55,30 +54,14 @@ func TestHeapBoundedBySettingsNotPartitions(t *testing.T) {
 // bound + heapFixed.
 func heapOfBacklogDrain(t *testing.T, partitions, perPartition int) {
 	const topic, bound = "wide", 4 << 20
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
 	// The hub keeps 64 KiB per partition: what it received would
-	// otherwise be counted in this process's heap.
-	emu, err := emulator.Start(context.Background(), emulator.Config{Listen: "127.0.0.1:0", Hubs: []emulator.HubConfig{
-		{Name: topic, PartitionCount: hubPartitions, MaxPartitionBytes: 64 << 10},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	// Batches of at most 16 KiB, the Java producer's default batch.size,
-	// not compressed: a compressed batch brings more than a fetch asks for
+	// otherwise be counted in this process's heap. The producer's batches
+	// are of at most 16 KiB, the Java producer's default batch.size, not
+	// compressed: a compressed batch brings more than a fetch asks for
 	// (see fetchbudget.go).
-	client, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	e := &env{t: t, cluster: cluster, emu: emu, client: client, group: "mirror-" + t.Name()}
+	e := newBareEnv(t, []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topic)},
+		[]emulator.HubConfig{{Name: topic, PartitionCount: hubPartitions, MaxPartitionBytes: 64 << 10}},
+		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	recs := make([]*kgo.Record, 0, partitions*perPartition)
 	for i := range perPartition {
 		for p := range partitions {
