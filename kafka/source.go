@@ -29,9 +29,13 @@ var ErrClosed = errors.New("source closed")
 var ErrClaimLost = errors.New("claim lost")
 
 // metadataTTL is the upper bound of the Transport's metadata cache age. The
-// Transport re-reads metadata at a random point within it; Topics and the
-// stale-routing retry force a refresh when they see a difference anyway.
-const metadataTTL = 2 * time.Second
+// Transport re-reads the metadata of every topic of the cluster at a random
+// point within it, so it is long: at 2 s, each Source asked for the whole
+// cluster about once a second, a cost that grew with the cluster rather
+// than with what is mirrored (issue 48). Topics and the stale-routing retry
+// force a refresh when they see a difference anyway (a new topic or
+// partition, a moved leader).
+const metadataTTL = time.Minute
 
 // Source is a [mirror.Source] backed by segmentio/kafka-go. It owns one
 // kafka-go Transport (connection pool) for fetches, offsets and commits, one
