@@ -38,6 +38,7 @@ type Faults struct {
 	dropNext       int
 	delay          time.Duration
 	ingestWait     time.Duration
+	managementWait time.Duration
 }
 
 func newFaults(srv *Server) *Faults {
@@ -92,11 +93,21 @@ func (f *Faults) DelayIngest(d time.Duration) {
 	f.ingestWait = d
 }
 
+// DelayManagement makes the emulator wait d before it answers each
+// $management request (hub and partition properties; 0 disables), holding
+// up the frames that follow on the same connection: the round trip of a
+// service in another region, where such a read takes tens of milliseconds.
+func (f *Faults) DelayManagement(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.managementWait = d
+}
+
 // Reset clears every pending fault.
 func (f *Faults) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.rejectNext, f.rejectFraction, f.dropNext, f.delay, f.ingestWait = 0, 0, 0, 0, 0
+	f.rejectNext, f.rejectFraction, f.dropNext, f.delay, f.ingestWait, f.managementWait = 0, 0, 0, 0, 0, 0
 }
 
 // DropConnections closes every open connection abruptly (TCP close, no AMQP
@@ -154,6 +165,12 @@ func (f *Faults) takeDrop() bool {
 		return true
 	}
 	return false
+}
+
+func (f *Faults) managementDelay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.managementWait
 }
 
 func (f *Faults) ingestDelay() time.Duration {

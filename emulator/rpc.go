@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ehmirror/ehmirror/emulator/amqp"
 )
@@ -43,6 +44,9 @@ func (l *link) handleRequest(payload []byte) {
 	case "$cbs":
 		resp = c.putToken(props, req.Value)
 	default:
+		if d := c.srv.faults.managementDelay(); d > 0 {
+			time.Sleep(d)
+		}
 		resp = c.management(props)
 	}
 	c.log.Debug("RPC", "node", l.node, "operation", props["operation"], "name", props["name"], "status", resp.status, "description", resp.desc)

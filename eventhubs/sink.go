@@ -55,6 +55,8 @@ type Sink struct {
 	producers map[string]*producer
 	consumers map[string]*azeventhubs.ConsumerClient
 	hubs      map[string]cachedHub
+	// management paces the $management reads (pacing.go).
+	management *window
 }
 
 type cachedHub struct {
@@ -93,7 +95,7 @@ func NewSink(opts Options) (*Sink, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Sink{opts: opts, producers: make(map[string]*producer), consumers: make(map[string]*azeventhubs.ConsumerClient), hubs: make(map[string]cachedHub)}, nil
+	return &Sink{opts: opts, producers: make(map[string]*producer), consumers: make(map[string]*azeventhubs.ConsumerClient), hubs: make(map[string]cachedHub), management: &window{n: managementPerSecond, period: time.Second}}, nil
 }
 
 // producer is one hub's producer client, closed once when retired.
@@ -167,6 +169,11 @@ func (s *Sink) read(ctx context.Context, hub string, management bool, op func(*p
 		p, err := s.producer(hub)
 		if err != nil {
 			return err
+		}
+		if management {
+			if err := s.management.wait(ctx); err != nil {
+				return err
+			}
 		}
 		err = op(p)
 		if err == nil || ctx.Err() != nil {

@@ -29,9 +29,13 @@ var ErrClosed = errors.New("source closed")
 var ErrClaimLost = errors.New("claim lost")
 
 // metadataTTL is the upper bound of the Transport's metadata cache age. The
-// Transport re-reads metadata at a random point within it; Topics and the
-// stale-routing retry force a refresh when they see a difference anyway.
-const metadataTTL = 2 * time.Second
+// Transport re-reads the metadata of every topic of the cluster at a random
+// point within it, so it is long: at 2 s, each Source asked for the whole
+// cluster about once a second, a cost that grew with the cluster rather
+// than with what is mirrored (issue 48). Topics and the stale-routing retry
+// force a refresh when they see a difference anyway (a new topic or
+// partition, a moved leader).
+const metadataTTL = time.Minute
 
 // Source is a [mirror.Source] backed by segmentio/kafka-go. It owns one
 // kafka-go Transport (connection pool) for fetches, offsets and commits, one
@@ -191,10 +195,26 @@ func (s *Source) isClosed() bool {
 // leader), that cache is refreshed too, so Fetch and Watermarks on a new
 // topic work right away.
 func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
+	return s.listTopics(ctx, nil)
+}
+
+// DescribeTopics is Topics for the named topics only: those that do not
+// exist (or are being deleted) are left out. Its Metadata requests ask
+// about these topics alone, so what they cost does not grow with the
+// cluster (mirror.TopicDescriber).
+func (s *Source) DescribeTopics(ctx context.Context, names []string) ([]mirror.Topic, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	return s.listTopics(ctx, names)
+}
+
+// listTopics is Topics for names (nil: every topic).
+func (s *Source) listTopics(ctx context.Context, names []string) ([]mirror.Topic, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("kafka: list topics: %w", ErrClosed)
 	}
-	md, err := s.topicMetadata(ctx)
+	md, err := s.topicMetadata(ctx, names...)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
@@ -221,7 +241,7 @@ func (s *Source) Topics(ctx context.Context) ([]mirror.Topic, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 
 	// Bring the Transport's routing cache in line with what we just saw.
-	cached, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{})
+	cached, err := s.client.Metadata(ctx, &kafkago.MetadataRequest{Topics: names})
 	stale := err != nil
 	if err == nil {
 		seen := make(map[string]int, len(cached.Topics))

@@ -50,3 +50,41 @@ func TestTopicIDs(t *testing.T) {
 		t.Fatalf("untouched topic changed id")
 	}
 }
+
+// TestDescribeTopics lists the named topics alone, with the ids Topics
+// reports; a topic that does not exist is left out and not created, and one
+// deleted is gone from the next listing.
+func TestDescribeTopics(t *testing.T) {
+	c := newCluster(t)
+	s := newTestSource(t, c.ListenAddrs(), "describe")
+	ctx := ctxT(t, 20*time.Second)
+	all, err := s.Topics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, tp := range all {
+		ids[tp.Name] = tp.ID
+	}
+	got, err := s.DescribeTopics(ctx, []string{testTopics[1], "no-such-topic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != testTopics[1] || got[0].Partitions != 3 || got[0].ID != ids[testTopics[1]] {
+		t.Fatalf("DescribeTopics(%s, no-such-topic) = %+v, want %s alone with 3 partitions and id %s", testTopics[1], got, testTopics[1], ids[testTopics[1]])
+	}
+	if err := c.DeleteTopic(testTopics[1]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.DescribeTopics(ctx, []string{testTopics[1]}); err != nil || len(got) != 0 {
+		t.Fatalf("DescribeTopics of a deleted topic = %+v, %v; want nothing", got, err)
+	}
+	if all, err = s.Topics(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range all {
+		if tp.Name == "no-such-topic" {
+			t.Fatal("describing a topic that does not exist created it")
+		}
+	}
+}

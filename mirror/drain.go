@@ -137,6 +137,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		claim:     claim,
 		hubs:      hubs,
 		inflight:  semaphore.NewWeighted(m.opts.InFlightBytes),
+		fetches:   newByteBudget(fetchBudget(m.opts.InFlightBytes)),
 		states:    make(map[TopicPartition]*partitionState, len(got)),
 		senders:   make(map[string][]*sender),
 		rep:       rep,
@@ -173,6 +174,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 // Topics whose hub cannot be used are reported and left out of the drain, so
 // they are neither read nor committed and the other topics go on.
 func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (map[string]Hub, []string) {
+	looked := m.lookUpHubs(ctx, topics)
 	hubs := make(map[string]Hub)
 	failed := make(map[string]error)
 	var names []string
@@ -184,7 +186,7 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 			continue
 		}
 		if _, ok := hubs[name]; !ok {
-			hub, err := m.sink.Hub(ctx, name)
+			hub, err := looked[name].hub, looked[name].err
 			if err == nil && len(hub.PartitionIDs) == 0 {
 				err = errors.New("event hub reports no partitions")
 			}
@@ -224,9 +226,12 @@ type drain struct {
 	pipe fetchPipeline
 
 	inflight *semaphore.Weighted
-	records  atomic.Int64 // records handed to senders
-	bytes    atomic.Int64
-	acked    atomic.Int64 // batches Event Hubs accepted
+	// fetches is the fetch budget: what fetches and the records not yet
+	// handed over hold (fetchbudget.go).
+	fetches *byteBudget
+	records atomic.Int64 // records handed to senders
+	bytes   atomic.Int64
+	acked   atomic.Int64 // batches Event Hubs accepted
 	// throttled counts sends refused with server-busy, throttledWait the
 	// nanoseconds senders backed off after them.
 	throttled, throttledWait atomic.Int64
@@ -442,7 +447,7 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 			return // caught up
 		}
 		t0 := time.Now()
-		f, err := pf.fetch(ctx, offset)
+		f, charge, err := pf.fetch(ctx, offset)
 		waited(&d.clock.kafka, t0)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -472,7 +477,11 @@ func (d *drain) read(ctx context.Context, ps *partitionState) {
 		if len(f.Records) > 0 && f.Next > offset && (f.Next < end || d.keepFollowing(ctx)) {
 			pf.start(ctx, f.Next)
 		}
-		if !d.handOver(ctx, ps, run, f.Records) {
+		run.fetchCharge = charge
+		handed := d.handOver(ctx, ps, run, f.Records)
+		d.releaseFetch(run.fetchCharge) // what the records handed over did not give back
+		run.fetchCharge = 0
+		if !handed {
 			return
 		}
 		ps.advance(f.Next)

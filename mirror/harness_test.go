@@ -44,22 +44,30 @@ func newEnv(t testing.TB, extraHubs ...emulator.HubConfig) *env {
 // newEnvWith is newEnv with extra kfake options.
 func newEnvWith(t testing.TB, kopts []kfake.Opt, extraHubs ...emulator.HubConfig) *env {
 	t.Helper()
-	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...)}, kopts...)...)
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(cluster.Close)
 	hubs := extraHubs
 	for _, name := range seedTopics {
 		hubs = append(hubs, emulator.HubConfig{Name: name, PartitionCount: 4})
 	}
+	return newBareEnv(t, append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...)}, kopts...), hubs)
+}
+
+// newBareEnv starts kfake with kopts alone and the emulator with hubs
+// alone; the test producer has popts besides manual partitioning and no
+// linger.
+func newBareEnv(t testing.TB, kopts []kfake.Opt, hubs []emulator.HubConfig, popts ...kgo.Opt) *env {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(cluster.Close)
 	ctx := context.Background()
 	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: hubs})
 	if err != nil {
 		t.Fatalf("emulator: %v", err)
 	}
 	t.Cleanup(func() { _ = emu.Close() })
-	client, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	client, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}, popts...)...)
 	if err != nil {
 		t.Fatalf("kgo: %v", err)
 	}

@@ -171,7 +171,7 @@ func (d *drain) checkIdentity(ctx context.Context) error {
 	for i, ps := range d.order {
 		marks[i] = ps.readMark()
 	}
-	topics, err := d.m.source.Topics(ctx)
+	topics, err := d.m.describeTopics(ctx, d.topicNames())
 	if err != nil {
 		d.identityMu.Lock()
 		d.identityErr = err
@@ -249,4 +249,26 @@ func (d *drain) identityNote(ps *partitionState) string {
 		return ""
 	}
 	return fmt.Sprintf("not committed past offset %d: the topic's identity could not be checked (%v); the next drain reads these records again", ps.lastVerified(), err)
+}
+
+// describeTopics lists the named topics as they are now, through the
+// source's TopicDescriber when it has one (every topic otherwise).
+func (m *Mirror) describeTopics(ctx context.Context, names []string) ([]Topic, error) {
+	if td, ok := m.source.(TopicDescriber); ok {
+		return td.DescribeTopics(ctx, names)
+	}
+	return m.source.Topics(ctx)
+}
+
+// topicNames are the topics of the drain's partitions, each once.
+func (d *drain) topicNames() []string {
+	seen := make(map[string]bool)
+	var names []string
+	for _, ps := range d.order {
+		if !seen[ps.tp.Topic] {
+			seen[ps.tp.Topic] = true
+			names = append(names, ps.tp.Topic)
+		}
+	}
+	return names
 }

@@ -54,29 +54,15 @@ import (
 // 100 B instead of about 1,000) within the same peak RSS
 // (docs/performance.md, 2026-12-05 noon).
 //
-// Prefetched fetches are charged to the drain's in-flight bound
-// (Options.InFlightBytes) from the moment they are sent until the reader
-// takes them: what they ask for while they are on their way, what they
-// fetched (fetchedWeight) once they arrived, which is less when the
-// partition had less to give or the broker's batches did not fill the ask
-// (kfake returns whole producer batches: a 2.4 MiB ask at 50 ms, as the
-// rule before made, brought 1.6 MB). The records of a taken fetch are then
-// charged one event at a time as they are handed over, as before.
-// Prefetches never wait for room: one that finds none is not sent (the
-// reader fetches fetchBytes when it needs the data). Together they take at most the bound minus a reserve of
-// a quarter of it, at least 2 MiB, so that events always have room: an
-// event's weight is at most 1 MiB plus its key and overhead on every tier
-// but Dedicated (whose 20 MB events want a bound above 80 MiB), and a
-// reader waiting for room therefore waits only for acknowledgements, never
-// for another reader's prefetch. Each partition gets an equal share of what
-// prefetches may take.
+// Every fetch, prefetched or not, is charged to the drain's fetch budget
+// before it is sent (fetchbudget.go), and its records until they are
+// handed over. Each partition gets an equal share of the budget.
 const (
 	// prefetchRate is the drain throughput, in bytes per second, that
 	// prefetches are sized for: about what one drain mirrors on two cores
 	// (233–265 MB/s on the bench's machine).
 	prefetchRate  = 250e6
 	maxFetchScale = 8
-	minReserve    = 2 << 20
 	// minFetchFraction: a fetch sized by its records' weight asks for at
 	// least FetchBytes / minFetchFraction.
 	minFetchFraction = 4
@@ -89,8 +75,6 @@ const (
 type fetchPipeline struct {
 	// rtt is the shortest fetch seen, in nanoseconds (0: none yet).
 	rtt atomic.Int64
-	// charged is what pending prefetches hold of the in-flight bound.
-	charged atomic.Int64
 }
 
 // observe records the duration of one fetch.
@@ -105,11 +89,6 @@ func (fp *fetchPipeline) observe(d time.Duration) {
 	}
 }
 
-// prefetchBudget is the part of the in-flight bound prefetches may take.
-func prefetchBudget(inflight int64) int64 {
-	return max(inflight-max(inflight/4, minReserve), 0)
-}
-
 // handOverTime is how long a reader takes to hand fetchBytes over when a
 // drain of partitions runs at prefetchRate.
 func handOverTime(fetchBytes, partitions int) time.Duration {
@@ -119,58 +98,32 @@ func handOverTime(fetchBytes, partitions int) time.Duration {
 // prefetchBytes is how much one prefetch asks for after a round trip of
 // rtt: fetchBytes (the partition's fetch, fetchBytesFor), plus fetchBytes per
 // handOverTime of the round trip, at most maxFetchScale times fetchBytes and
-// at most one partition's share of the prefetch budget (but never less than
+// at most one partition's share of the fetch budget (but never less than
 // fetchBytes).
 func prefetchBytes(rtt time.Duration, fetchBytes int, inflight int64, partitions int) int {
 	scale := int64(maxFetchScale)
 	if hand := handOverTime(fetchBytes, partitions); hand > 0 {
 		scale = min(1+int64(rtt/hand), maxFetchScale)
 	}
-	want := int64(fetchBytes) * scale
-	if partitions > 0 {
-		want = min(want, prefetchBudget(inflight)/int64(partitions))
-	}
+	want := min(int64(fetchBytes)*scale, int64(fetchShare(fetchBytes, inflight, partitions)))
 	return int(max(want, int64(fetchBytes)))
-}
-
-// chargePrefetch takes n bytes of the in-flight bound for a prefetch, when the
-// prefetch budget and the bound have room now.
-func (d *drain) chargePrefetch(n int64) bool {
-	fp := &d.pipe
-	budget := prefetchBudget(d.m.opts.InFlightBytes)
-	if fp.charged.Add(n) > budget {
-		fp.charged.Add(-n)
-		return false
-	}
-	if !d.inflight.TryAcquire(n) {
-		fp.charged.Add(-n)
-		return false
-	}
-	return true
-}
-
-// releasePrefetch returns a prefetch's charge.
-func (d *drain) releasePrefetch(n int64) {
-	if n == 0 {
-		return
-	}
-	d.inflight.Release(n)
-	d.pipe.charged.Add(-n)
 }
 
 // fetchBytesFor is how much a fetch asks for, before the round trip is
 // taken into account, when the records of the partition's last fetch took
 // weightPerByte bytes of the in-flight bound per byte fetched (0: no fetch
 // yet): at most FetchBytes, and at most what a partition's share of the
-// prefetch budget holds once handed over, but at least FetchBytes /
-// minFetchFraction.
+// fetch budget holds once handed over, but at least FetchBytes /
+// minFetchFraction; and never more than the partition's share of the fetch
+// budget (fetchShare).
 func fetchBytesFor(weightPerByte float64, fetchBytes int, inflight int64, partitions int) int {
-	if weightPerByte <= 0 {
-		return fetchBytes
+	share := fetchShare(fetchBytes, inflight, partitions)
+	n := fetchBytes
+	if weightPerByte > 0 {
+		n = int(min(float64(share)/weightPerByte, float64(fetchBytes)))
+		n = max(n, fetchBytes/minFetchFraction)
 	}
-	share := float64(prefetchBudget(inflight)) / float64(max(partitions, 1))
-	n := int(min(share/weightPerByte, float64(fetchBytes)))
-	return max(n, fetchBytes/minFetchFraction)
+	return max(min(n, share), 1)
 }
 
 // weightPerByte is how many bytes of the in-flight bound f's records take
@@ -206,55 +159,82 @@ type prefetcher struct {
 	// weightPerByte is weightPerByte of the last fetch that returned
 	// records (0: none yet); it sizes the fetches after it.
 	weightPerByte float64
+	// expansion is how many times what it asked for the last fetch that
+	// returned records brought in keys, values and headers (at least 1):
+	// compressed batches decompress
+	// into more than the bytes a fetch asks for, so the fetches after it
+	// ask for that much less (fetchbudget.go).
+	expansion float64
+	// asked is what the last fetch taken asked for.
+	asked int
 }
 
 // pendingFetch is one fetch running in the background.
 type pendingFetch struct {
 	offset int64
-	charge int64 // bytes of the in-flight bound it holds
+	ask    int
+	charge int64 // bytes of the fetch budget it holds
 	done   chan struct{}
 	f      Fetched
 	err    error
 	cancel context.CancelFunc
 }
 
-// fetch returns the fetch at offset: the prefetched one when it is for
-// offset, a new one of fetchBytes otherwise.
-func (p *prefetcher) fetch(ctx context.Context, offset int64) (Fetched, error) {
-	f, err := p.take(ctx, offset)
+// fetch returns the fetch at offset, the prefetched one when it is for
+// offset, a new one otherwise, with what it holds of the fetch budget: the
+// caller gives that back as it hands the records over (handOverRun).
+func (p *prefetcher) fetch(ctx context.Context, offset int64) (Fetched, int64, error) {
+	f, charge, err := p.take(ctx, offset)
 	if err == nil && len(f.Records) > 0 {
 		p.weightPerByte = weightPerByte(&f)
+		p.expansion = max(float64(payloadBytes(&f))/float64(max(p.asked, 1)), 1)
 	}
-	return f, err
+	return f, charge, err
 }
 
 // take is fetch without sizing the fetches after it.
-func (p *prefetcher) take(ctx context.Context, offset int64) (Fetched, error) {
+func (p *prefetcher) take(ctx context.Context, offset int64) (Fetched, int64, error) {
 	if pf := p.pending; pf != nil {
 		p.pending = nil
 		if pf.offset == offset {
+			p.asked = pf.ask
 			select {
 			case <-pf.done:
 				pf.cancel()
-				p.d.releasePrefetch(pf.charge)
-				return pf.f, pf.err
+				if pf.err != nil {
+					p.d.releaseFetch(pf.charge)
+					return pf.f, 0, pf.err
+				}
+				return pf.f, pf.charge, nil
 			case <-ctx.Done():
 				pf.cancel()
 				<-pf.done
-				p.d.releasePrefetch(pf.charge)
-				return Fetched{Next: offset}, ctx.Err()
+				p.d.releaseFetch(pf.charge)
+				return Fetched{Next: offset}, 0, ctx.Err()
 			}
 		}
 		pf.cancel()
 		<-pf.done
-		p.d.releasePrefetch(pf.charge)
+		p.d.releaseFetch(pf.charge)
 	}
+	n := p.fetchBytes()
+	p.asked = n
+	if err := p.d.chargeFetch(ctx, int64(n)); err != nil {
+		return Fetched{Next: offset}, 0, err
+	}
+	var f Fetched
+	var err error
 	if !p.fetched {
-		f, err := p.d.m.source.Fetch(ctx, p.tp, offset, p.d.m.opts.FetchBytes)
+		f, err = p.d.m.source.Fetch(ctx, p.tp, offset, n)
 		p.fetched = err == nil
-		return f, err
+	} else {
+		f, err = p.timedFetch(ctx, offset, n)
 	}
-	return p.timedFetch(ctx, offset, p.fetchBytes())
+	if err != nil {
+		p.d.releaseFetch(int64(n))
+		return f, 0, err
+	}
+	return f, p.d.settleFetch(int64(n), &f), nil
 }
 
 // timedFetch fetches and records how long a fetch that returned records
@@ -269,10 +249,15 @@ func (p *prefetcher) timedFetch(ctx context.Context, offset int64, maxBytes int)
 }
 
 // fetchBytes is how many bytes a fetch of the partition asks for before
-// the round trip is taken into account (fetchBytesFor).
+// the round trip is taken into account (fetchBytesFor), less by the
+// expansion of the last one, but at least minExpandedAsk.
 func (p *prefetcher) fetchBytes() int {
 	d := p.d
-	return fetchBytesFor(p.weightPerByte, d.m.opts.FetchBytes, d.m.opts.InFlightBytes, len(d.order))
+	n := fetchBytesFor(p.weightPerByte, d.m.opts.FetchBytes, d.m.opts.InFlightBytes, len(d.order))
+	if p.expansion > 1 {
+		n = min(max(int(float64(n)/p.expansion), minExpandedAsk), n)
+	}
+	return n
 }
 
 // size is how many bytes the next prefetch asks for.
@@ -282,29 +267,28 @@ func (p *prefetcher) size() int {
 }
 
 // start fetches from offset in the background, for the next fetch call,
-// when the in-flight bound has room for it; otherwise the next fetch call
+// when the fetch budget has room for it now; otherwise the next fetch call
 // fetches.
 func (p *prefetcher) start(ctx context.Context, offset int64) {
 	p.stop()
 	n, base := p.size(), p.fetchBytes()
-	if !p.d.chargePrefetch(int64(n)) {
+	if !p.d.fetches.tryAcquire(int64(n)) {
 		if n == base {
 			return
 		}
 		n = base
-		if !p.d.chargePrefetch(int64(n)) {
+		if !p.d.fetches.tryAcquire(int64(n)) {
 			return
 		}
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	pf := &pendingFetch{offset: offset, charge: int64(n), done: make(chan struct{}), cancel: cancel}
+	pf := &pendingFetch{offset: offset, ask: n, charge: int64(n), done: make(chan struct{}), cancel: cancel}
 	p.pending = pf
 	go func() {
 		defer close(pf.done)
 		pf.f, pf.err = p.timedFetch(fctx, offset, n)
-		if held := fetchedWeight(&pf.f); held < pf.charge {
-			p.d.releasePrefetch(pf.charge - held)
-			pf.charge = held
+		if pf.err == nil {
+			pf.charge = p.d.settleFetch(pf.charge, &pf.f)
 		}
 	}()
 }
@@ -316,6 +300,19 @@ func (p *prefetcher) stop() {
 		p.pending = nil
 		pf.cancel()
 		<-pf.done
-		p.d.releasePrefetch(pf.charge)
+		p.d.releaseFetch(pf.charge)
 	}
+}
+
+// payloadBytes is the bytes of f's records' keys, values and headers.
+func payloadBytes(f *Fetched) int64 {
+	var n int64
+	for i := range f.Records {
+		r := &f.Records[i]
+		n += int64(len(r.Key) + len(r.Value))
+		for _, h := range r.Headers {
+			n += int64(len(h.Key) + len(h.Value))
+		}
+	}
+	return n
 }

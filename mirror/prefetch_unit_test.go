@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -24,12 +23,12 @@ func TestPrefetchBytesFollowsTheRoundTrip(t *testing.T) {
 		partitions int
 		want       int
 	}{
-		{0, mib, 64 * mib, 20, mib},                          // not measured yet
-		{3 * time.Millisecond, mib, 64 * mib, 20, mib},       // loopback
-		{20 * time.Millisecond, mib, 64 * mib, 20, mib},      // under one hand-over time
-		{50 * time.Millisecond, mib, 64 * mib, 20, mib},      // 20 partitions hand 1 MiB over in 84 ms
-		{100 * time.Millisecond, mib, 64 * mib, 20, 2 * mib}, // one more per 84 ms
-		{50 * time.Millisecond, mib, 64 * mib, 4, 3 * mib},   // 4 partitions: one more per 17 ms
+		{0, mib, 64 * mib, 20, mib},                                // not measured yet
+		{3 * time.Millisecond, mib, 64 * mib, 20, mib},             // loopback
+		{20 * time.Millisecond, mib, 64 * mib, 20, mib},            // under one hand-over time
+		{50 * time.Millisecond, mib, 64 * mib, 20, mib},            // 20 partitions hand 1 MiB over in 84 ms
+		{100 * time.Millisecond, mib, 64 * mib, 20, 32 * mib / 20}, // one more per 84 ms, within the share
+		{50 * time.Millisecond, mib, 64 * mib, 4, 3 * mib},         // 4 partitions: one more per 17 ms
 		{100 * time.Millisecond, mib, 64 * mib, 4, 6 * mib},
 		{50 * time.Millisecond, mib, 64 * mib, 1, 8 * mib}, // one partition: at most 8 × FetchBytes
 		{time.Second, mib, 1 << 30, 1, 8 * mib},            // at most 8 × FetchBytes
@@ -41,10 +40,27 @@ func TestPrefetchBytesFollowsTheRoundTrip(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ inflight, want int64 }{
-		{64 << 20, 48 << 20}, {4 << 20, 2 << 20}, {2 << 20, 0}, {1 << 20, 0},
+		{64 << 20, 32 << 20}, {4 << 20, 2 << 20}, {2 << 20, 1 << 20}, {1, 1},
 	} {
-		if got := prefetchBudget(c.inflight); got != c.want {
-			t.Errorf("prefetchBudget(%d) = %d, want %d", c.inflight, got, c.want)
+		if got := fetchBudget(c.inflight); got != c.want {
+			t.Errorf("fetchBudget(%d) = %d, want %d", c.inflight, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		fetch      int
+		inflight   int64
+		partitions int
+		want       int
+	}{
+		{mib, 64 * mib, 20, 32 * mib / 20},
+		{mib, 64 * mib, 1000, 32 * mib / 1000},
+		{mib, 64 * mib, 5000, minFetchAsk},  // at least minFetchAsk: fetches take turns
+		{4 << 10, 64 * mib, 10000, 4 << 10}, // or FetchBytes when smaller
+		{mib, 64 << 10, 1, 32 << 10},        // never more than the budget
+		{mib, 16 << 10, 20, 8 << 10},        // even when below minFetchAsk
+	} {
+		if got := fetchShare(c.fetch, c.inflight, c.partitions); got != c.want {
+			t.Errorf("fetchShare(%d, %d, %d) = %d, want %d", c.fetch, c.inflight, c.partitions, got, c.want)
 		}
 	}
 }
@@ -66,67 +82,65 @@ func TestFetchPipelineKeepsTheShortestRoundTrip(t *testing.T) {
 	}
 }
 
-// Prefetches are charged to the in-flight bound: they take only what is
-// free now, never more than the budget, and leave the reserve to events.
-func TestPrefetchChargesTheInFlightBound(t *testing.T) {
+// The fetch budget is a semaphore of bytes that a fetch bringing more than
+// it asked for overdraws: the overdraft is given back first and holds off
+// every other charge until then.
+func TestFetchBudgetOverdraws(t *testing.T) {
 	const mib = 1 << 20
-	d := &drain{m: &Mirror{opts: Options{InFlightBytes: 8 * mib}}, inflight: semaphore.NewWeighted(8 * mib)}
-	// Budget: 8 − max(2, 2) = 6 MiB.
-	for i := range 6 {
-		if !d.chargePrefetch(mib) {
-			t.Fatalf("prefetch %d of 1 MiB refused within the 6 MiB budget", i+1)
+	b := newByteBudget(4 * mib)
+	for i := range 4 {
+		if !b.tryAcquire(mib) {
+			t.Fatalf("charge %d of 1 MiB refused within the 4 MiB budget", i+1)
 		}
 	}
-	if d.chargePrefetch(mib) {
-		t.Fatal("a seventh MiB of prefetch was charged beyond the budget")
+	if b.tryAcquire(1) {
+		t.Fatal("a byte was charged beyond the budget")
 	}
-	// The reserve is left to events.
-	if !d.inflight.TryAcquire(2 * mib) {
-		t.Fatal("events cannot take the 2 MiB reserve")
+	b.force(2 * mib) // a fetch brought 2 MiB more than it asked for
+	b.release(mib)
+	if b.tryAcquire(1) {
+		t.Fatal("a charge was taken while the budget was overdrawn")
 	}
-	d.releasePrefetch(mib)
-	// Events hold the reserve and the bound is full but for the released
-	// MiB: a prefetch of 2 MiB does not fit, one of 1 MiB does.
-	if d.chargePrefetch(2 * mib) {
-		t.Fatal("a 2 MiB prefetch was charged with 1 MiB free")
+	b.release(mib)
+	if b.tryAcquire(1) {
+		t.Fatal("a charge was taken while the budget was full")
 	}
-	if !d.chargePrefetch(mib) {
-		t.Fatal("a 1 MiB prefetch was refused with 1 MiB free")
+	b.release(mib)
+	if !b.tryAcquire(mib) || b.tryAcquire(1) {
+		t.Fatal("the budget did not have exactly the MiB given back once the overdraft was paid")
 	}
-	d.inflight.Release(2 * mib)
-	for range 6 {
-		d.releasePrefetch(mib)
+	b.release(mib)
+	b.force(mib) // fits: no overdraft
+	if got := b.debt.Load(); got != 0 {
+		t.Fatalf("overdraft %d after a force that fit", got)
 	}
-	if got := d.pipe.charged.Load(); got != 0 {
-		t.Fatalf("charged %d after every release, want 0", got)
+	b.release(4 * mib)
+	if !b.tryAcquire(4*mib) || b.debt.Load() != 0 {
+		t.Fatal("the whole budget is not free after every release")
 	}
-	if !d.inflight.TryAcquire(8 * mib) {
-		t.Fatal("the whole bound is not free after every release")
-	}
-	d.inflight.Release(8 * mib)
+	b.release(4 * mib)
 
-	// Concurrent charges never pass the budget.
+	// Concurrent charges, forces and releases never lose a byte.
 	var wg sync.WaitGroup
-	var held, peak atomic.Int64 // successful charges not yet released
-	for range 8 {
+	for g := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 500 {
-				if d.chargePrefetch(mib) {
-					h := held.Add(mib)
-					for p := peak.Load(); h > p && !peak.CompareAndSwap(p, h); p = peak.Load() {
-					}
+			for i := range 500 {
+				if g%2 == 0 && i%3 == 0 {
+					b.force(mib)
 					runtime.Gosched()
-					held.Add(-mib)
-					d.releasePrefetch(mib)
+					b.release(mib)
+				} else if b.tryAcquire(mib) {
+					runtime.Gosched()
+					b.release(mib)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if peak := peak.Load(); peak > 6*mib {
-		t.Fatalf("prefetches held %d bytes at once, budget %d", peak, 6*mib)
+	if !b.tryAcquire(4*mib) || b.debt.Load() != 0 {
+		t.Fatal("the whole budget is not free after concurrent use")
 	}
 }
 
@@ -178,16 +192,17 @@ func TestPrefetchMeasuresNeitherTheFirstFetchNorALongPoll(t *testing.T) {
 	const mib = 1 << 20
 	ctx := context.Background()
 	newPrefetcher := func(src Source) *prefetcher {
-		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: 64 * mib}}, inflight: semaphore.NewWeighted(64 * mib)}
+		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: 64 * mib}}, inflight: semaphore.NewWeighted(64 * mib), fetches: newByteBudget(32 * mib), clock: newReadClock()}
 		d.order = make([]*partitionState, 20)
 		return &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}}
 	}
 	fetch := func(p *prefetcher, offset int64) Fetched {
 		t.Helper()
-		f, err := p.fetch(ctx, offset)
+		f, charge, err := p.fetch(ctx, offset)
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.d.releaseFetch(charge)
 		return f
 	}
 
@@ -227,44 +242,51 @@ func TestPrefetchMeasuresNeitherTheFirstFetchNorALongPoll(t *testing.T) {
 	f = fetch(p, 0)
 	p.start(ctx, f.Next)
 	fetch(p, f.Next)
-	if got, want := p.size(), 2*mib; got != want {
-		t.Fatalf("prefetch 100 ms away asks for %d bytes, want %d", got, want)
+	if got, want := p.size(), 32*mib/20; got != want {
+		t.Fatalf("prefetch 100 ms away asks for %d bytes, want %d (2 MiB, capped at the partition's share of the fetch budget)", got, want)
 	}
 }
 
-// A prefetch holds its ask of the in-flight bound while it is on its way
-// and what it fetched once it arrived; the reader taking it frees the rest.
+// A prefetch holds its ask of the fetch budget while it is on its way and
+// what it fetched once it arrived; the reader taking it gets that charge,
+// to give back as it hands the records over.
 func TestPrefetchHoldsWhatItFetched(t *testing.T) {
 	const mib, bound = 1 << 20, 64 << 20
 	ctx := context.Background()
 	src := &stubFetches{delay: 50 * time.Millisecond, seen: map[TopicPartition]bool{}}
-	d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound)}
+	d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound), fetches: newByteBudget(fetchBudget(bound)), clock: newReadClock()}
 	d.order = make([]*partitionState, 20)
+	budget := fetchBudget(bound)
 	p := &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}, fetched: true}
 	p.start(ctx, 0)
-	if got := d.pipe.charged.Load(); got != mib {
-		t.Fatalf("on its way, the prefetch holds %d bytes of the bound, want its ask %d", got, mib)
+	if d.fetches.tryAcquire(budget - mib + 1) {
+		t.Fatalf("on its way, the prefetch holds less than its ask %d of the fetch budget", mib)
 	}
 	<-p.pending.done
 	held := fetchedWeight(&p.pending.f)
 	if held != 1024+int64(unsafe.Sizeof(Record{})) {
 		t.Fatalf("a fetch of one 1 KiB record weighs %d", held)
 	}
-	if got := d.pipe.charged.Load(); got != held {
-		t.Fatalf("arrived, the prefetch holds %d bytes of the bound, want what it fetched, %d", got, held)
+	if !d.fetches.tryAcquire(budget - held) {
+		t.Fatal("arrived, the rest of the prefetch's ask was not given back to the fetch budget")
 	}
-	if !d.inflight.TryAcquire(bound - held) {
-		t.Fatal("the rest of the ask was not given back to the bound")
+	if d.fetches.tryAcquire(1) {
+		t.Fatal("arrived, the prefetch holds less than what it fetched")
 	}
-	d.inflight.Release(bound - held)
-	if _, err := p.fetch(ctx, 0); err != nil {
+	d.fetches.release(budget - held)
+	_, charge, err := p.fetch(ctx, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := d.pipe.charged.Load(); got != 0 {
-		t.Fatalf("taken, the prefetch still holds %d bytes", got)
+	if charge != held {
+		t.Fatalf("taken, the fetch hands the reader a charge of %d, want what it fetched, %d", charge, held)
+	}
+	d.releaseFetch(charge)
+	if !d.fetches.tryAcquire(budget) {
+		t.Fatal("the fetch budget is not free once the reader gave the charge back")
 	}
 	if !d.inflight.TryAcquire(bound) {
-		t.Fatal("the bound is not free once the reader took the prefetch")
+		t.Fatal("a fetch was charged to the in-flight bound, which is the events'")
 	}
 }
 
@@ -285,12 +307,17 @@ func TestFetchBytesFollowTheRecordsWeight(t *testing.T) {
 	}{
 		{"no fetch yet", 0, mib, 64 * mib, 20, mib},
 		{"1 KiB records", large, mib, 64 * mib, 20, mib},
-		// 48 MiB / 20 partitions / 6.92 bytes per byte.
-		{"100 B records", small, mib, 64 * mib, 20, 363667},
+		// 32 MiB / 20 partitions / 6.92 bytes per byte is below
+		// FetchBytes / 4.
+		{"100 B records", small, mib, 64 * mib, 20, mib / 4},
 		{"100 B records, 4 partitions", small, mib, 64 * mib, 4, mib},
-		{"100 B records, 200 partitions", small, mib, 64 * mib, 200, mib / 4},
+		// The floor of FetchBytes / 4 is above the share: the share.
+		{"100 B records, 200 partitions", small, mib, 64 * mib, 200, 32 * mib / 200},
 		{"records without bytes", math.Inf(1), mib, 64 * mib, 20, mib / 4},
-		{"a larger bound", small, mib, 256 * mib, 20, mib},
+		// 128 MiB / 20 / 6.92.
+		{"a larger bound", small, mib, 256 * mib, 20, 969781},
+		{"no fetch yet, 1,000 partitions", 0, mib, 64 * mib, 1000, 32 * mib / 1000},
+		{"1 KiB records, 1,000 partitions", large, mib, 64 * mib, 1000, 32 * mib / 1000},
 	} {
 		if got := fetchBytesFor(c.weightPerByte, c.fetch, c.inflight, c.partitions); got != c.want {
 			t.Errorf("%s: fetchBytesFor(%v, %d, %d, %d) = %d, want %d", c.name, c.weightPerByte, c.fetch, c.inflight, c.partitions, got, c.want)
@@ -313,25 +340,61 @@ func TestFetchesOfSmallRecordsAskForLess(t *testing.T) {
 	for _, c := range []struct {
 		valueSize int
 		want      int
-	}{{100, 363667}, {1024, mib}} {
+	}{{100, mib / 4}, {1024, mib}} {
 		src := &stubFetches{valueSize: c.valueSize, seen: map[TopicPartition]bool{}}
-		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound)}
+		d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: mib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound), fetches: newByteBudget(fetchBudget(bound)), clock: newReadClock()}
 		d.order = make([]*partitionState, 20)
 		p := &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}}
-		f, err := p.fetch(ctx, 0) // the first: FetchBytes
+		f, _, err := p.fetch(ctx, 0) // the first: FetchBytes
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f, err = p.fetch(ctx, f.Next); err != nil { // not prefetched
+		if f, _, err = p.fetch(ctx, f.Next); err != nil { // not prefetched
 			t.Fatal(err)
 		}
 		p.start(ctx, f.Next)
-		if _, err := p.fetch(ctx, f.Next); err != nil { // prefetched
+		if _, _, err := p.fetch(ctx, f.Next); err != nil { // prefetched
 			t.Fatal(err)
 		}
 		p.stop()
 		if want := []int{mib, c.want, c.want}; !slices.Equal(src.asked, want) {
 			t.Errorf("%d B records: fetches asked for %v, want %v", c.valueSize, src.asked, want)
 		}
+	}
+}
+
+// A fetch whose records bring more than it asked for (a compressed batch,
+// or one larger than the ask) makes the partition's next fetches ask for
+// less by as many times, so the fetch budget holds what they bring.
+func TestFetchesAfterACompressedOneAskForLess(t *testing.T) {
+	const kib, bound = 1 << 10, 4 << 20
+	ctx := context.Background()
+	src := &stubFetches{valueSize: 256 * kib, seen: map[TopicPartition]bool{}}
+	d := &drain{m: &Mirror{source: src, opts: Options{FetchBytes: 64 * kib, InFlightBytes: bound}}, inflight: semaphore.NewWeighted(bound), fetches: newByteBudget(fetchBudget(bound)), clock: newReadClock()}
+	d.order = make([]*partitionState, 4)
+	p := &prefetcher{d: d, tp: TopicPartition{Topic: "orders", Partition: 0}}
+	f, charge, err := p.fetch(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.releaseFetch(charge)
+	src.mu.Lock()
+	src.valueSize = 16 * kib
+	src.mu.Unlock()
+	if f, charge, err = p.fetch(ctx, f.Next); err != nil {
+		t.Fatal(err)
+	}
+	d.releaseFetch(charge)
+	if _, charge, err = p.fetch(ctx, f.Next); err != nil {
+		t.Fatal(err)
+	}
+	d.releaseFetch(charge)
+	// 64 KiB asked, 256 KiB brought: a quarter; then 16 KiB asked and
+	// brought: the full ask again.
+	if want := []int{64 * kib, 16 * kib, 64 * kib}; !slices.Equal(src.asked, want) {
+		t.Errorf("fetches asked for %v, want %v", src.asked, want)
+	}
+	if !d.fetches.tryAcquire(fetchBudget(bound)) {
+		t.Error("the fetch budget is not free once every charge was given back")
 	}
 }

@@ -208,6 +208,10 @@ type handOverRun struct {
 	used     []int     // the sender indexes with items, in first use
 	offsets  []int64   // the run's offsets, in order
 	weight   int64
+	// fetchCharge is what the fetch being handed over still holds of the
+	// fetch budget, and fetched what the run's records hold of it: flush
+	// gives that back before it charges their events.
+	fetchCharge, fetched int64
 }
 
 // maxHandOverRun bounds a run of records handed over at once.
@@ -227,6 +231,7 @@ func (h *handOverRun) add(index int, it item) {
 	h.bySender[index] = append(h.bySender[index], it)
 	h.offsets = append(h.offsets, it.rec.Offset)
 	h.weight += it.weight
+	h.fetched += recordFetchedWeight(it.rec)
 }
 
 // reset empties the run.
@@ -235,7 +240,7 @@ func (h *handOverRun) reset() {
 		clear(h.bySender[i]) // the run keeps no record alive
 		h.bySender[i] = h.bySender[i][:0]
 	}
-	h.used, h.offsets, h.weight = h.used[:0], h.offsets[:0], 0
+	h.used, h.offsets, h.weight, h.fetched = h.used[:0], h.offsets[:0], 0, 0
 }
 
 // handOver hands recs, a fetch's records of ps in offset order, to the
@@ -319,6 +324,11 @@ func (d *drain) flush(ctx context.Context, ps *partitionState, run *handOverRun)
 	if ctx.Err() != nil {
 		return false // as Acquire would: a canceled reader hands nothing over
 	}
+	// The run's records leave the fetch budget before their events wait
+	// for room in the in-flight bound (fetchbudget.go).
+	given := min(run.fetched, run.fetchCharge)
+	run.fetchCharge -= given
+	d.releaseFetch(given)
 	if !d.inflight.TryAcquire(run.weight) {
 		t0 := time.Now()
 		err := d.inflight.Acquire(ctx, run.weight)

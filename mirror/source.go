@@ -84,6 +84,16 @@ type Fetched struct {
 	Watermarks Watermarks
 }
 
+// TopicDescriber is implemented by a Source that can list the named topics
+// alone, as Topics lists them all (topics that do not exist are left out):
+// a drain checks its topics' identity every CommitInterval (positions.go),
+// and listing the whole cluster for it would cost in proportion to the
+// cluster rather than to what is mirrored. Sources without it are asked for
+// every topic.
+type TopicDescriber interface {
+	DescribeTopics(ctx context.Context, names []string) ([]Topic, error)
+}
+
 // Source reads a Kafka cluster on behalf of one consumer group.
 // Implementations must be safe for concurrent use.
 type Source interface {

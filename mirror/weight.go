@@ -1,7 +1,5 @@
 package mirror
 
-import "unsafe"
-
 // The in-flight bound (Options.InFlightBytes) is charged, for every record
 // read and not yet acknowledged, with InFlightWeight: its key, value and
 // header bytes plus what holding it costs in memory besides them, measured
@@ -45,20 +43,6 @@ func InFlightWeight(r *Record) int64 {
 	w := int64(len(r.Value)+len(r.Key)) + itemMemory + BatchedEventMemory
 	for _, h := range r.Headers {
 		w += int64(2*(len(h.Key)+len(h.Value))) + headerMemory
-	}
-	return w
-}
-
-// fetchedWeight is what a fetch's records hold until they are handed over:
-// their keys, values and headers, and the records themselves.
-func fetchedWeight(f *Fetched) int64 {
-	w := int64(len(f.Records)) * int64(unsafe.Sizeof(Record{}))
-	for i := range f.Records {
-		r := &f.Records[i]
-		w += int64(len(r.Value) + len(r.Key))
-		for _, h := range r.Headers {
-			w += int64(len(h.Key)+len(h.Value)) + headerMemory
-		}
 	}
 	return w
 }
