@@ -20,24 +20,27 @@ import (
 // Setting names. Every one is listed, with its default and meaning, in the
 // README's settings table and in local.settings.json.example.
 const (
-	KafkaBrokers          = "KAFKA_BROKERS"
-	KafkaGroup            = "KAFKA_GROUP"
-	KafkaTopicsInclude    = "KAFKA_TOPICS_INCLUDE"
-	KafkaTopicsExclude    = "KAFKA_TOPICS_EXCLUDE"
-	KafkaStartOffset      = "KAFKA_START_OFFSET"
-	KafkaSASLMechanism    = "KAFKA_SASL_MECHANISM"
-	KafkaSASLUsername     = "KAFKA_SASL_USERNAME"
-	KafkaSASLPassword     = "KAFKA_SASL_PASSWORD"
-	KafkaTLS              = "KAFKA_TLS"
-	KafkaTLSCAPEM         = "KAFKA_TLS_CA_PEM"
-	KafkaTLSSkipVerify    = "KAFKA_TLS_INSECURE_SKIP_VERIFY"
-	KafkaTLSCertPEM       = "KAFKA_TLS_CERT_PEM"
-	KafkaTLSKeyPEM        = "KAFKA_TLS_KEY_PEM"
-	KafkaTLSKeyPassword   = "KAFKA_TLS_KEY_PASSWORD"
-	EventHubsConnection   = "EVENTHUBS"
-	EventHubsNamespace    = "EVENTHUBS__fullyQualifiedNamespace"
-	EventHubsClientID     = "EVENTHUBS__clientId"
-	MirrorSchedule        = "MIRROR_SCHEDULE"
+	KafkaBrokers        = "KAFKA_BROKERS"
+	KafkaGroup          = "KAFKA_GROUP"
+	KafkaTopicsInclude  = "KAFKA_TOPICS_INCLUDE"
+	KafkaTopicsExclude  = "KAFKA_TOPICS_EXCLUDE"
+	KafkaStartOffset    = "KAFKA_START_OFFSET"
+	KafkaSASLMechanism  = "KAFKA_SASL_MECHANISM"
+	KafkaSASLUsername   = "KAFKA_SASL_USERNAME"
+	KafkaSASLPassword   = "KAFKA_SASL_PASSWORD"
+	KafkaTLS            = "KAFKA_TLS"
+	KafkaTLSCAPEM       = "KAFKA_TLS_CA_PEM"
+	KafkaTLSSkipVerify  = "KAFKA_TLS_INSECURE_SKIP_VERIFY"
+	KafkaTLSCertPEM     = "KAFKA_TLS_CERT_PEM"
+	KafkaTLSKeyPEM      = "KAFKA_TLS_KEY_PEM"
+	KafkaTLSKeyPassword = "KAFKA_TLS_KEY_PASSWORD"
+	EventHubsConnection = "EVENTHUBS"
+	EventHubsNamespace  = "EVENTHUBS__fullyQualifiedNamespace"
+	EventHubsClientID   = "EVENTHUBS__clientId"
+	MirrorSchedule      = "MIRROR_SCHEDULE"
+	// WebsiteTimeZone is the platform setting the host evaluates
+	// MIRROR_SCHEDULE in (IANA names on Linux).
+	WebsiteTimeZone       = "WEBSITE_TIME_ZONE"
 	MirrorMaxRecords      = "MIRROR_MAX_RECORDS"
 	MirrorMaxBytes        = "MIRROR_MAX_BYTES"
 	MirrorMaxDuration     = "MIRROR_MAX_DURATION"
@@ -162,7 +165,10 @@ type Settings struct {
 	EventHubsNamespace        string
 	EventHubsClientID         string
 
-	Schedule           string
+	Schedule string
+	// ScheduleZone is WEBSITE_TIME_ZONE, where the host evaluates the
+	// schedule; UTC when unset.
+	ScheduleZone       *time.Location
 	Limits             mirror.Limits
 	InFlightBytes      int64
 	Partitioning       mirror.Partitioning
@@ -262,6 +268,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	} else if _, err := ncrontab.Parse(s.Schedule); err != nil {
 		l.problem(MirrorSchedule, "%q: %v; want an NCRONTAB expression with 6 fields, e.g. %q", s.Schedule, err, DefaultSchedule)
 	}
+	s.ScheduleZone = l.zone(WebsiteTimeZone)
 	s.Limits.MaxRecords = l.count(MirrorMaxRecords)
 	s.Limits.MaxBytes = l.size(MirrorMaxBytes, 0)
 	s.Limits.MaxDuration = l.duration(MirrorMaxDuration, DefaultMaxDuration)
@@ -346,6 +353,7 @@ func (s Settings) Summary() map[string]string {
 		EventHubsNamespace:    s.EventHubsNamespace,
 		EventHubsClientID:     s.EventHubsClientID,
 		MirrorSchedule:        s.Schedule,
+		WebsiteTimeZone:       s.ScheduleZone.String(),
 		MirrorMaxRecords:      strconv.FormatInt(s.Limits.MaxRecords, 10),
 		MirrorMaxBytes:        strconv.FormatInt(s.Limits.MaxBytes, 10),
 		MirrorMaxDuration:     s.Limits.MaxDuration.String(),

@@ -72,6 +72,7 @@ func TestEveryBadSettingIsReportedInOneLine(t *testing.T) {
 		{MirrorSchedule, "every minute", nil},
 		{MirrorSchedule, "", nil},
 		{MirrorSchedule, "0 61 * * * *", nil},
+		{WebsiteTimeZone, "Mars/Olympus_Mons", nil},
 		{MirrorMaxRecords, "-5", nil},
 		{MirrorMaxRecords, "lots", nil},
 		{MirrorMaxBytes, "12 parsecs", nil},

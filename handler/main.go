@@ -19,6 +19,7 @@ import (
 	"runtime/debug"
 	"syscall"
 	"time"
+	_ "time/tzdata" // WEBSITE_TIME_ZONE names resolve without the system zoneinfo
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"

@@ -169,7 +169,7 @@ func (a *app) mirrorTimer(c echo.Context) error {
 		run = "timer (past due)"
 	}
 	// The service logs the drain (its lines and the msg=drain line).
-	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
+	until := followUntil(a.settings.Follow, a.settings.Schedule, a.settings.ScheduleZone, timer, time.Now())
 	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
 	// A successful invocation's Logs carry the summary only: the
 	// per-partition and error lines are already on stdout, which the host
@@ -356,7 +356,7 @@ func (a *app) status(c echo.Context) error {
 		body.Backlog = &b
 	}
 	if sched, err := ncrontab.Parse(a.settings.Schedule); err == nil {
-		body.NextTick = sched.Next(body.Time.UTC())
+		body.NextTick = nextTick(sched, a.settings.ScheduleZone, time.Time{}, body.Time)
 	}
 	if st, ok := a.service.ActiveCatchUp(); ok {
 		body.CatchUp = &st
