@@ -41,6 +41,13 @@ import (
 // X-Azure-Functions-HostVersion and User-Agent.
 const DefaultHostVersion = "4.1037.0.0"
 
+// DefaultFrontEndTimeout is App Service's front-end limit for an HTTP
+// request (Microsoft Learn, functions-scale#timeout: "230 seconds is the
+// maximum amount of time that an HTTP triggered function can take to
+// respond to a request"), after which the caller gets an error and the
+// invocation continues.
+const DefaultFrontEndTimeout = 230 * time.Second
+
 // Restart policy of the host (HttpFunctionInvocationDispatcher): the third
 // worker error within 30 minutes of the previous one shuts the host down.
 const (
@@ -105,6 +112,11 @@ type Options struct {
 	// MaxRequestBytes limits HTTP request bodies on the front end; 0 means
 	// the host's 100 MB.
 	MaxRequestBytes int64
+	// FrontEndTimeout is how long the front end waits for an HTTP
+	// function before answering the client 502 while the invocation runs
+	// on; 0 means DefaultFrontEndTimeout (App Service's 230 s).
+	FrontEndTimeout time.Duration
+
 	// OnResult, when set, is called after every invocation (scheduled,
 	// manual or HTTP) with its result.
 	OnResult func(*Result)

@@ -1,0 +1,80 @@
+package funchost
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientDisconnectDoesNotCancelInvocation: the host sends the
+// invocation without a cancellation token (host
+// src/WebJobs.Script/Workers/Http/DefaultHttpWorkerService.cs,
+// ProcessDefaultInvocationRequest: _httpClient.SendAsync(request) with no
+// token), so a client that gives up does not cancel the handler's request:
+// it runs to its end and succeeds.
+func TestClientDisconnectDoesNotCancelInvocation(t *testing.T) {
+	t.Parallel()
+	results := make(chan *Result, 4)
+	th := startHost(t, newApp(t, "", map[string]string{"SleepHTTP": httpFn("anonymous", `["post"]`, "sleep")}),
+		Options{Settings: map[string]string{"TEST_SLEEP_MS": "1500"}, OnResult: func(r *Result) { results <- r }})
+	srv := httptest.NewServer(th.Handler())
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/sleep", strings.NewReader(`{}`))
+	must(t, err)
+	if resp, err := srv.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the client got %d before its own deadline; want it to give up first", resp.StatusCode)
+	}
+	select {
+	case res := <-results:
+		if res.Err != nil {
+			t.Fatalf("the invocation ended with %v after the client went away; the host never cancels it", res.Err)
+		}
+		if res.Duration < time.Second {
+			t.Errorf("the invocation took %s; the handler sleeps 1.5 s, so it was cut short", res.Duration)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no result for the invocation whose client went away")
+	}
+}
+
+// TestFrontEndCutsTheClientNotTheInvocation: App Service's front end
+// answers the caller with an error after 230 s while the invocation runs on
+// (Microsoft Learn functions-scale#timeout; the host's own request to the
+// handler has HttpClient.Timeout = functionTimeout + 1 min,
+// DefaultHttpWorkerService.cs). Options.FrontEndTimeout models it.
+func TestFrontEndCutsTheClientNotTheInvocation(t *testing.T) {
+	t.Parallel()
+	results := make(chan *Result, 4)
+	th := startHost(t, newApp(t, "", map[string]string{"SleepHTTP": httpFn("anonymous", `["post"]`, "sleep")}),
+		Options{Settings: map[string]string{"TEST_SLEEP_MS": "1500"}, FrontEndTimeout: 300 * time.Millisecond, OnResult: func(r *Result) { results <- r }})
+	srv := httptest.NewServer(th.Handler())
+	defer srv.Close()
+
+	start := time.Now()
+	resp, err := srv.Client().Post(srv.URL+"/api/sleep", "application/json", strings.NewReader(`{}`))
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || time.Since(start) > time.Second {
+		t.Fatalf("front end answered %d %q after %s; want 502 at the 300 ms cutoff", resp.StatusCode, body, time.Since(start))
+	}
+	select {
+	case res := <-results:
+		if res.Err != nil || res.Duration < time.Second {
+			t.Fatalf("invocation after the cutoff: err %v, duration %s; want it to run to its end", res.Err, res.Duration)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no result for the invocation after the front end's cutoff")
+	}
+	if DefaultFrontEndTimeout != 230*time.Second {
+		t.Errorf("DefaultFrontEndTimeout = %s, want App Service's 230 s", DefaultFrontEndTimeout)
+	}
+}
