@@ -80,6 +80,17 @@ const MirrorMaxPauseAge = "MIRROR_MAX_PAUSE_AGE"
 // DefaultMaxPauseAge is MIRROR_MAX_PAUSE_AGE's default.
 const DefaultMaxPauseAge = 24 * time.Hour
 
+// MirrorHTTPDeadline caps the deadline of every HTTP route (status,
+// offsets, pause, resume, cutover, catch-up start); unset, each route has
+// its own default. The host never cancels a request to the handler and
+// App Service cuts the caller at 230 s, so a deadline must be shorter:
+// MaxHTTPDeadline.
+const MirrorHTTPDeadline = "MIRROR_HTTP_DEADLINE"
+
+// MaxHTTPDeadline bounds MIRROR_HTTP_DEADLINE, well under App Service's
+// 230 s front-end limit.
+const MaxHTTPDeadline = 200 * time.Second
+
 // Defaults of the settings that have one.
 const (
 	DefaultGroup         = "ehmirror"
@@ -157,6 +168,9 @@ type Settings struct {
 	MaxBacklogAge time.Duration
 	// MaxPauseAge is MIRROR_MAX_PAUSE_AGE; 0 turns the check off.
 	MaxPauseAge time.Duration
+	// HTTPDeadline is MIRROR_HTTP_DEADLINE; 0 leaves each route its own
+	// default.
+	HTTPDeadline time.Duration
 
 	// EventHubsConnectionString is set for key-based access; otherwise
 	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
@@ -290,6 +304,11 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
 	s.MaxBacklogAge = l.duration(MirrorMaxBacklogAge, DefaultMaxBacklogAge)
 	s.MaxPauseAge = l.durationOrZero(MirrorMaxPauseAge, DefaultMaxPauseAge)
+	s.HTTPDeadline = l.durationOrZero(MirrorHTTPDeadline, 0)
+	if s.HTTPDeadline > MaxHTTPDeadline {
+		l.problem(MirrorHTTPDeadline, "%s exceeds %s: App Service cuts the caller at 230 s while the handler runs on", s.HTTPDeadline, MaxHTTPDeadline)
+		s.HTTPDeadline = 0
+	}
 	s.Deduplicate = l.boolean(MirrorDeduplicate, false)
 	s.Follow = l.boolean(MirrorFollow, true)
 	return s, l.problems
@@ -366,6 +385,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
 		MirrorMaxBacklogAge:   s.MaxBacklogAge.String(),
 		MirrorMaxPauseAge:     s.MaxPauseAge.String(),
+		MirrorHTTPDeadline:    s.HTTPDeadline.String(),
 		MirrorDeduplicate:     strconv.FormatBool(s.Deduplicate),
 	}
 	maps.Copy(out, s.SASL.saslSummary(redact))

@@ -86,6 +86,8 @@ func TestEveryBadSettingIsReportedInOneLine(t *testing.T) {
 		{MirrorOversizePolicy, "truncate", nil},
 		{MirrorCatchUpDuration, "-1m", nil},
 		{MirrorFollow, "sometimes", nil},
+		{MirrorHTTPDeadline, "5m", nil},
+		{MirrorHTTPDeadline, "soon", nil},
 		{KafkaSessionTimeout, "5s", nil},
 		{KafkaSessionTimeout, "31m", nil},
 		{KafkaSessionTimeout, "long", nil},

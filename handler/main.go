@@ -65,12 +65,15 @@ func run() error {
 	for _, p := range a.problems {
 		errLogger.Error("setting problem: "+p.String(), "setting", p.Setting, "remedy", p.Remedy, "doc", p.Doc)
 	}
-	srv := newServer(a)
-	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }
-	srv.Listener = ln
+	// Each HTTP function gets its own deadline: the host never cancels a
+	// request to the handler.
+	srv := &http.Server{
+		Handler:     deadlines{next: newServer(a), capAt: a.settings.HTTPDeadline, logger: errLogger, redact: redactor.Redact},
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Start("") }()
+	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0)
 	go a.logReadiness(ctx)
 
