@@ -78,3 +78,64 @@ func TestFrontEndCutsTheClientNotTheInvocation(t *testing.T) {
 		t.Errorf("DefaultFrontEndTimeout = %s, want App Service's 230 s", DefaultFrontEndTimeout)
 	}
 }
+
+// TestRestartHostOverlaps: RestartHostAsync (host
+// src/WebJobs.Script.WebHost/WebJobsScriptHostService.cs) starts the new
+// ScriptHost, with a new handler on a new port, before the old one is
+// orphaned; the old handler finishes its running invocation and is then
+// killed without a signal.
+func TestRestartHostOverlaps(t *testing.T) {
+	t.Parallel()
+	results := make(chan *Result, 4)
+	th := startHost(t, newApp(t, "", map[string]string{
+		"SleepHTTP": httpFn("anonymous", `["post"]`, "sleep"),
+		"EchoTimer": timerFn(yearly, true),
+	}), Options{Settings: map[string]string{"TEST_SLEEP_MS": "2000"}, OnResult: func(r *Result) { results <- r }})
+	srv := httptest.NewServer(th.Handler())
+	defer srv.Close()
+	oldPID, oldPort := th.PID(), th.HandlerPort()
+
+	go func() {
+		if resp, err := srv.Client().Post(srv.URL+"/api/sleep", "application/json", strings.NewReader(`{}`)); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, func() bool { return strings.Contains(th.stdout.String(), "request POST /SleepHTTP") })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	orphaned, err := th.RestartHost(ctx)
+	must(t, err)
+	if th.PID() == oldPID || th.HandlerPort() == oldPort {
+		t.Fatalf("RestartHost: pid %d → %d, port %d → %d; want a new process on a new port", oldPID, th.PID(), oldPort, th.HandlerPort())
+	}
+	if !alive(oldPID) {
+		t.Fatal("the old handler was gone when the new one was ready; the host overlaps them")
+	}
+	// New invocations go to the new handler while the old one still runs.
+	if f := factsOf(t, invokeTimer(t, th, "EchoTimer", TimerInvocation{})); f.Pid == oldPID {
+		t.Errorf("an invocation after RestartHost went to the old handler %d", oldPID)
+	}
+	for res := range results {
+		if res.Function != "SleepHTTP" {
+			continue
+		}
+		if res.Err != nil {
+			t.Errorf("the old handler's running invocation failed: %v", res.Err)
+		}
+		break
+	}
+	select {
+	case <-orphaned:
+	case <-time.After(OrphanWait + 5*time.Second):
+		t.Fatal("the old handler was not disposed of")
+	}
+	if alive(oldPID) {
+		t.Error("the old handler outlived its orphaned ScriptHost")
+	}
+	if strings.Contains(th.stderr.String(), "got signal") {
+		t.Errorf("the old handler got a signal; the host kills it: %s", th.stderr)
+	}
+	if err := th.Err(); err != nil {
+		t.Errorf("the restart counted as a worker error: %v", err)
+	}
+}

@@ -310,8 +310,13 @@ func (h *Host) App() *functions.App { return h.app }
 func (h *Host) Keys() Keys { return h.keys.clone() }
 
 // HandlerPort returns FUNCTIONS_CUSTOMHANDLER_PORT: the loopback port the
-// handler listens on (fixed for the host's life; restarts reuse it).
-func (h *Host) HandlerPort() int { return h.port }
+// current handler listens on. A worker restart reuses it; RestartHost, a
+// new ScriptHost, picks a new one.
+func (h *Host) HandlerPort() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.port
+}
 
 // FunctionErrors returns the functions the host could not index, with why.
 func (h *Host) FunctionErrors() map[string]error {
@@ -355,7 +360,7 @@ func (h *Host) Start(ctx context.Context) error {
 // errors. h.mu must be held and the state running with no current worker.
 func (h *Host) launchLocked() {
 	for h.state == stateRunning {
-		w, err := h.startWorker()
+		w, err := h.startWorker(h.port)
 		if err == nil {
 			h.setCurrentLocked(w)
 			return

@@ -128,6 +128,8 @@ func (h *Host) invoke(ctx context.Context, fn *functions.Function, body []byte, 
 		return res
 	}
 	res.WorkerID = w.id
+	w.calls.Add(1)
+	defer w.calls.Add(-1)
 	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timedOut atomic.Bool
@@ -141,7 +143,7 @@ func (h *Host) invoke(ctx context.Context, fn *functions.Function, body []byte, 
 		})
 		defer t.Stop()
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/%s", h.port, fn.Name)
+	url := fmt.Sprintf("http://127.0.0.1:%d/%s", w.port, fn.Name)
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, io.NopCloser(bytes.NewReader(body)))
 	if err != nil {
 		res.Err = fmt.Errorf("build invocation request: %w", err)
