@@ -38,9 +38,9 @@ type worker struct {
 	disposed atomic.Bool
 	// calls counts the invocations sent to this worker and not yet
 	// answered.
-	calls    atomic.Int64
-	stderr   *lineWriter
-	stdout   *lineWriter
+	calls  atomic.Int64
+	stderr *lineWriter
+	stdout *lineWriter
 }
 
 func (w *worker) kill() error {
