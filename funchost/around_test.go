@@ -139,3 +139,22 @@ func TestRestartHostOverlaps(t *testing.T) {
 		t.Errorf("the restart counted as a worker error: %v", err)
 	}
 }
+
+// TestSubMinuteMonitorRule: the host turns the schedule monitor off only
+// when every field from minutes up is "*" (TimerSchedule.Create →
+// ShouldDisableScheduleMonitor, azure-webjobs-sdk-extensions
+// Timers/Scheduling/TimerSchedule.cs): a 30 s schedule restricted to
+// office hours keeps its ScheduleStatus.
+func TestSubMinuteMonitorRule(t *testing.T) {
+	t.Parallel()
+	th := newHost(t, newApp(t, "", map[string]string{
+		"EveryTenSeconds": timerFn("*/10 * * * * *", true),
+		"OfficeHours":     timerFn("*/30 * 0-22 * * *", true),
+		"EveryMinute":     timerFn("0 */1 * * * *", true),
+	}), Options{})
+	for name, want := range map[string]bool{"EveryTenSeconds": false, "OfficeHours": true, "EveryMinute": true} {
+		if got := th.timers[name].useMonitor; got != want {
+			t.Errorf("%s: useMonitor %v, want %v", name, got, want)
+		}
+	}
+}

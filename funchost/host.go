@@ -295,7 +295,7 @@ func (h *Host) newTimerState(fn *functions.Function) (*timerState, error) {
 		return nil, fmt.Errorf("timer %s: schedule %q never occurs", fn.Name, expr)
 	}
 	useMonitor := tr.UseMonitor
-	if useMonitor && sched.SubMinute(time.Now().In(h.loc)) {
+	if useMonitor && sched.DisablesMonitor(time.Now().In(h.loc)) {
 		// TimerSchedule.ShouldDisableScheduleMonitor.
 		h.log.Debug("UseMonitor changed to false based on schedule frequency.", "function", fn.Name)
 		useMonitor = false
