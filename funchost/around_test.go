@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +158,94 @@ func TestSubMinuteMonitorRule(t *testing.T) {
 			t.Errorf("%s: useMonitor %v, want %v", name, got, want)
 		}
 	}
+}
+
+// hoursExcept is an hour field with every hour but the one 12 hours from
+// now: a sub-minute schedule restricted by it keeps its schedule monitor
+// (ShouldDisableScheduleMonitor) and fires all through a test.
+func hoursExcept(now time.Time) string {
+	skip := (now.UTC().Hour() + 12) % 24
+	var hours []string
+	for h := range 24 {
+		if h != skip {
+			hours = append(hours, strconv.Itoa(h))
+		}
+	}
+	return strings.Join(hours, ",")
+}
+
+// TestTimerLockMoves: two hosts share a Storage, as instances share
+// AzureWebJobsStorage. Only the holder of the timer's singleton lock runs
+// the schedule (SingletonListener.StartAsync, azure-webjobs-sdk
+// src/Microsoft.Azure.WebJobs.Host/Singleton/SingletonListener.cs, with
+// TimerListener's [Singleton(Mode = SingletonMode.Listener)]); when its
+// listener stops it finishes the running invocation and releases the lease,
+// and the other, polling every ListenerLockRecoveryPollingInterval, takes
+// it over and starts from the shared status: past due when it missed an
+// occurrence (ScheduleMonitor.CheckPastDueAsync).
+func TestTimerLockMoves(t *testing.T) {
+	t.Parallel()
+	schedule := "*/1 * " + hoursExcept(time.Now()) + " * * *"
+	app := newApp(t, "", map[string]string{"EchoTimer": timerFn(schedule, true)})
+	storage := &Storage{Dir: t.TempDir(), LockPeriod: 2 * time.Second, LockPoll: 2500 * time.Millisecond}
+	type fired struct {
+		host string
+		res  *Result
+		at   time.Time
+	}
+	fires := make(chan fired, 64)
+	start := func(name string) (*testHost, context.CancelFunc, chan error) {
+		th := startHost(t, app, Options{Storage: storage, OnResult: func(r *Result) { fires <- fired{name, r, time.Now()} }})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- th.RunSchedules(ctx) }()
+		return th, cancel, done
+	}
+	_, stopA, doneA := start("a")
+	waitFor(t, func() bool { return len(fires) >= 2 })
+	_, stopB, doneB := start("b")
+	defer stopB()
+	// Three more ticks: all on a.
+	for range 3 {
+		if f := <-fires; f.host != "a" {
+			t.Fatalf("instance %s ran the timer while a held the lock", f.host)
+		}
+	}
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	recorded, err := storage.readStatus("EchoTimer")
+	if err != nil || recorded == nil {
+		t.Fatalf("no shared status after a's runs: %v", err)
+	}
+	var first fired
+	for first.host != "b" {
+		select {
+		case first = <-fires:
+			if first.host == "a" && first.at.After(released) {
+				t.Fatal("a ran the timer after its listener stopped")
+			}
+		case <-time.After(storage.LockPoll + 5*time.Second):
+			t.Fatalf("b did not take the lock over within its poll (%s)", storage.LockPoll)
+		}
+	}
+	lateness := first.at.Sub(released)
+	timer := first.res.Timer
+	t.Logf("b's first run %s after a released the lock; past due %v", lateness.Round(time.Millisecond), timer.IsPastDue)
+	if lateness > storage.LockPoll+time.Second {
+		t.Errorf("b took over %s after the release, want within its poll (%s)", lateness, storage.LockPoll)
+	}
+	// Past due exactly when b started after the occurrence a recorded
+	// as next (b's poll may land before it).
+	missed := first.res.Start.After(recorded.Next)
+	if timer.IsPastDue != missed || timer.ScheduleStatus == nil || !timer.ScheduleStatus.Next.Equal(recorded.Next) {
+		t.Errorf("b's first run at %s: past due %v, status %+v; want past due %v, from a's recorded Next %s", first.res.Start, timer.IsPastDue, timer.ScheduleStatus, missed, recorded.Next)
+	}
+	if f := <-fires; f.host != "b" || f.res.Timer.IsPastDue {
+		t.Errorf("after the takeover: %s ran (past due %v); want b on schedule", f.host, f.res.Timer.IsPastDue)
+	}
+	stopB()
+	<-doneB
 }

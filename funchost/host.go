@@ -117,6 +117,10 @@ type Options struct {
 	// on; 0 means DefaultFrontEndTimeout (App Service's 230 s).
 	FrontEndTimeout time.Duration
 
+	// Storage, when set, is the storage this host shares with other
+	// instances of the app: timer functions then run only while this host
+	// holds their lock, from the shared schedule status (see Storage).
+	Storage *Storage
 	// OnResult, when set, is called after every invocation (scheduled,
 	// manual or HTTP) with its result.
 	OnResult func(*Result)
@@ -130,6 +134,7 @@ type Host struct {
 	keys        Keys
 	hostVersion string
 	port        int
+	instance    string // this instance's id (the lock owner in Storage)
 	loc         *time.Location
 	env         []string
 	settings    func(string) (string, bool)
@@ -182,6 +187,7 @@ func New(appDir string, opts Options) (*Host, error) {
 		changed:     make(chan struct{}),
 		done:        make(chan struct{}),
 		loc:         time.UTC,
+		instance:    newGUID(),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

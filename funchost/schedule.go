@@ -258,6 +258,23 @@ func (h *Host) RunSchedules(ctx context.Context) error {
 }
 
 func (h *Host) runTimer(ctx context.Context, ts *timerState) {
+	if st := h.opts.Storage; st != nil {
+		var release func()
+		var ok bool
+		if ctx, release, ok = h.takeListenerLock(ctx, st, ts); !ok {
+			return
+		}
+		defer release()
+		stored, err := st.readStatus(ts.fn.Name)
+		if err != nil {
+			h.log.Error("Reading the schedule status", "category", hostGeneralLogCategory, "function", ts.fn.Name, "error", err)
+		}
+		ts.mu.Lock()
+		if stored != nil {
+			ts.stored = stored
+		}
+		ts.mu.Unlock()
+	}
 	now := h.now()
 	ts.mu.Lock()
 	listener, record, kind, missed := timerStartup(now, ts.schedule, ts.stored, ts.useMonitor, ts.runOnStartup)
@@ -298,7 +315,74 @@ func (h *Host) runTimer(ctx context.Context, ts *timerState) {
 		}
 		h.fireTimer(invokeCtx, ts, kind, TimerInvocation{})
 		kind = fireScheduled
+		if st := h.opts.Storage; st != nil && ts.useMonitor {
+			// UpdateStatusAsync, before the next timer starts.
+			ts.mu.Lock()
+			rec := *ts.stored
+			ts.mu.Unlock()
+			if err := st.writeStatus(ts.fn.Name, rec); err != nil {
+				h.log.Error("Writing the schedule status", "category", hostGeneralLogCategory, "function", ts.fn.Name, "error", err)
+			}
+		}
 	}
+}
+
+// takeListenerLock is SingletonListener.StartAsync for a timer: it takes the
+// timer's lock in st, trying again every LockPoll, and renews it every half
+// LockPeriod. It returns a context that ends with ctx or when the lease is
+// lost (the host then shuts down; here the listener stops), and release,
+// which gives the lock up (a graceful stop, after the running invocation).
+// ok is false when ctx ended or the host stopped first.
+func (h *Host) takeListenerLock(ctx context.Context, st *Storage, ts *timerState) (_ context.Context, release func(), ok bool) {
+	name := ts.fn.Name
+	for {
+		got, err := st.lease(name, h.instance)
+		if err != nil {
+			h.log.Error("Taking the listener lock", "category", hostGeneralLogCategory, "function", name, "error", err)
+		}
+		if got {
+			break
+		}
+		h.log.Debug(fmt.Sprintf("Unable to acquire Singleton lock (%s.Listener); trying again in %s.", name, st.lockPoll()), "category", hostGeneralLogCategory)
+		t := time.NewTimer(st.lockPoll())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx, nil, false
+		case <-h.done:
+			t.Stop()
+			return ctx, nil, false
+		case <-t.C:
+		}
+	}
+	h.log.Info(fmt.Sprintf("Singleton lock acquired (%s.Listener)", name), "category", hostGeneralLogCategory, "instance", h.instance)
+	lctx, cancel := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		tick := time.NewTicker(st.lockPeriod() / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-tick.C:
+			}
+			if got, err := st.lease(name, h.instance); !got {
+				h.log.Error(fmt.Sprintf("Singleton lock renewal failed (%s.Listener): the lease is lost; the listener stops", name), "category", hostGeneralLogCategory, "error", err)
+				cancel()
+				return
+			}
+		}
+	}()
+	return lctx, func() {
+		cancel()
+		<-renewed
+		if err := st.release(name, h.instance); err != nil {
+			h.log.Error("Releasing the listener lock", "category", hostGeneralLogCategory, "function", name, "error", err)
+		}
+		h.log.Info(fmt.Sprintf("Singleton lock released (%s.Listener)", name), "category", hostGeneralLogCategory, "instance", h.instance)
+	}, true
 }
 
 // ScheduleStatus returns the schedule monitor's record for a timer
