@@ -34,8 +34,8 @@ type hostRestart struct {
 // hostRestarts are the ways the host restarts the handler.
 func hostRestarts() []hostRestart {
 	return []hostRestart{
-		{"worker restart (SIGKILL) between ticks", false, func(ctx context.Context, h *handler) error { return h.host.Restart(ctx) }},
-		{"overlapping host restart during a following invocation", true, func(ctx context.Context, h *handler) error {
+		{"worker restart (SIGKILL)", false, func(ctx context.Context, h *handler) error { return h.host.Restart(ctx) }},
+		{"overlapping host restart (RestartHostAsync)", true, func(ctx context.Context, h *handler) error {
 			orphaned, err := h.host.RestartHost(ctx)
 			if err != nil {
 				return err
@@ -107,12 +107,16 @@ func hostRestartDuringHandover(t *testing.T, r hostRestart) {
 			// 1 s into the next window: the following invocation runs.
 			sleepCtx(ctx, time.Second)
 		}
-		e.inject(r.name)
+		where := "between ticks"
+		if r.inFlight {
+			where = "during a following invocation"
+		}
+		e.inject(r.name + " " + where)
 		start := time.Now()
 		if err := r.restart(ctx, h); err != nil {
 			t.Fatalf("restart %d: %v", i, err)
 		}
-		t.Logf("restart %d: %s took %s", i, r.name, time.Since(start).Round(time.Millisecond))
+		t.Logf("restart %d: %s %s took %s", i, r.name, where, time.Since(start).Round(time.Millisecond))
 	}
 	stopSched()
 	<-schedDone
@@ -136,6 +140,9 @@ func TestHostRestartsDuringCatchUp(t *testing.T) {
 			h := e.startHandler("a", map[string]string{config.MirrorDeduplicate: "true", config.MirrorInFlightBytes: "8KiB"})
 			p := e.startProducer(producerConfig{Batch: 8})
 			sleepCtx(ctx, 2*time.Second)
+			// Slow acknowledgements keep the catch-up running for
+			// seconds.
+			e.emu.Faults().DelayDispositions(40 * time.Millisecond)
 			code, cu, err := h.startCatchUp(ctx, `{"max_duration":"60s"}`)
 			if err != nil || code != http.StatusAccepted {
 				t.Fatalf("catch-up: %d %+v %v", code, cu, err)
@@ -155,6 +162,7 @@ func TestHostRestartsDuringCatchUp(t *testing.T) {
 			if err := r.restart(ctx, h); err != nil {
 				t.Fatal(err)
 			}
+			e.emu.Faults().DelayDispositions(0)
 			code, _, err = h.status(ctx, cu.ID)
 			t.Logf("after the restart, status?run=%s answers %d (%v)", cu.ID, code, err)
 			p.stop()
