@@ -29,6 +29,8 @@ type app struct {
 	source  *kafka.Source
 	sink    *eventhubs.Sink
 	service *mirror.Service
+	// runs shares catch-up runs with the other instances.
+	runs *mirror.RunBoard
 
 	// cutover is where POST /api/cutover writes checkpoints; its problems
 	// concern that route only.
@@ -121,6 +123,7 @@ func (a *app) connect() error {
 		return err
 	}
 	a.service = mirror.NewService(m, s.Limits)
+	a.runs = mirror.NewRunBoard(m)
 	return nil
 }
 
