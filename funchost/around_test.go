@@ -249,3 +249,87 @@ func TestTimerLockMoves(t *testing.T) {
 	stopB()
 	<-doneB
 }
+
+// TestAdminRunIsNotSerialized: a run through the admin API
+// (FunctionsController.Invoke, azure-functions-host
+// src/WebJobs.Script.WebHost/Controllers/FunctionsController.cs) needs a
+// JSON body, and calls the function through TimerTriggerBinding.BindAsync
+// (azure-webjobs-sdk-extensions Timers/Bindings/TimerTriggerBinding.cs),
+// outside TimerListener: it runs alongside a running scheduled invocation
+// (no _invocationLock) and leaves the schedule status as it was.
+func TestAdminRunIsNotSerialized(t *testing.T) {
+	t.Parallel()
+	results := make(chan *Result, 4)
+	th := startHost(t, newApp(t, "", map[string]string{"SleepTimer": timerFn(yearly, true)}),
+		Options{Keys: Keys{Master: "master-key"}, Settings: map[string]string{"TEST_SLEEP_MS": "1500"}, OnResult: func(r *Result) { results <- r }})
+	srv := httptest.NewServer(th.Handler())
+	defer srv.Close()
+	post := func(body string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/admin/functions/SleepTimer?code=master-key", strings.NewReader(body))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		must(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusBadRequest {
+		t.Errorf("admin run without a body: %d, want 400", code)
+	}
+
+	scheduled := make(chan *Result, 1)
+	go func() {
+		res, _ := th.InvokeTimer(context.Background(), "SleepTimer", TimerInvocation{})
+		scheduled <- res
+	}()
+	waitFor(t, func() bool { return strings.Contains(th.stdout.String(), "request POST /SleepTimer") })
+	before, _ := th.ScheduleStatus("SleepTimer")
+	if code := post("{}"); code != http.StatusAccepted {
+		t.Fatalf("admin run: %d", code)
+	}
+	// The admin run starts second: the handler sees it overlap the
+	// listener's run.
+	overlapped := false
+	for !overlapped {
+		select {
+		case r := <-results:
+			overlapped = r.Reason == manualReason && strings.Contains(strings.Join(r.Logs, " "), "overlap=true")
+		case <-time.After(10 * time.Second):
+			t.Fatal("no admin run overlapping the running invocation")
+		}
+	}
+	res := <-scheduled
+	if after, _ := th.ScheduleStatus("SleepTimer"); after.Last.After(res.Start) || !after.Last.After(before.Last) {
+		t.Errorf("schedule status %+v: want Last at the listener's run (started %s), not at the admin run", after, res.Start)
+	}
+}
+
+// TestRecycleAfterThreeWorkerErrors: after the third worker error within
+// 30 minutes the host calls StopApplication (azure-functions-host
+// src/WebJobs.Script/Workers/Http/HttpFunctionInvocationDispatcher.cs,
+// "Exceeded http worker restart retry count"), which in Azure recycles the
+// host: a new handler on a new port, a fresh error budget. Options.Recycle
+// models it; funchost's default stops, as `func start` does (TestExitPolicy).
+func TestRecycleAfterThreeWorkerErrors(t *testing.T) {
+	t.Parallel()
+	th := startHost(t, newApp(t, "", map[string]string{"CrashTimer": timerFn(yearly, true), "EchoTimer": timerFn(yearly, true)}), Options{Recycle: true})
+	port := th.HandlerPort()
+	for i := 1; i <= 3; i++ {
+		if res := invokeTimer(t, th, "CrashTimer", TimerInvocation{}); res.Err == nil {
+			t.Fatalf("crash %d: the invocation succeeded", i)
+		}
+	}
+	f := factsOf(t, invokeTimer(t, th, "EchoTimer", TimerInvocation{}))
+	select {
+	case <-th.Done():
+		t.Fatalf("the host stopped after three worker errors: %v", th.Err())
+	default:
+	}
+	if th.HandlerPort() == port || f.Env["FUNCTIONS_CUSTOMHANDLER_PORT"] == strconv.Itoa(port) {
+		t.Errorf("the recycled host's handler listens on the old port %d", port)
+	}
+	if !strings.Contains(th.log.String(), "Recycling the Functions Host") {
+		t.Errorf("no recycling line in the host's log")
+	}
+}

@@ -208,6 +208,13 @@ func (f frontEnd) serveAdmin(w http.ResponseWriter, r *http.Request, path string
 			http.Error(w, "funchost: only timer functions can be invoked through the admin API", http.StatusBadRequest)
 			return
 		}
+		// FunctionsController.Invoke takes [FromBody] FunctionInvocation:
+		// without a JSON body (at least {}) it answers 400.
+		var invocation map[string]any
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&invocation); err != nil || invocation == nil {
+			http.Error(w, `the admin API needs a JSON body, at least {} (FunctionInvocation: {"input": "..."})`, http.StatusBadRequest)
+			return
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			defer cancel()
@@ -218,7 +225,7 @@ func (f frontEnd) serveAdmin(w http.ResponseWriter, r *http.Request, path string
 		}()
 		go func() {
 			defer cancel()
-			h.fireTimer(ctx, ts, fireManual, TimerInvocation{})
+			h.fireTimer(ctx, ts, fireAdmin, TimerInvocation{})
 		}()
 		w.WriteHeader(http.StatusAccepted)
 	default:

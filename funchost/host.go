@@ -117,6 +117,13 @@ type Options struct {
 	// on; 0 means DefaultFrontEndTimeout (App Service's 230 s).
 	FrontEndTimeout time.Duration
 
+	// Recycle makes the host recycle instead of stopping for good when the
+	// handler failed three times within 30 minutes, as it does in Azure:
+	// HttpFunctionInvocationDispatcher calls StopApplication ("proactively
+	// recycling the Functions Host") and the platform starts the host
+	// again, a new ScriptHost with a new handler on a new port and a fresh
+	// error budget. By default funchost stops, as `func start` does.
+	Recycle bool
 	// Storage, when set, is the storage this host shares with other
 	// instances of the app: timer functions then run only while this host
 	// holds their lock, from the shared schedule status (see Storage).
@@ -388,6 +395,15 @@ func (h *Host) errorEventLocked(cause error) bool {
 	h.errEvents = append(h.errEvents, now)
 	if len(h.errEvents) < errorEventsThreshold {
 		return false
+	}
+	if h.opts.Recycle {
+		port, err := freePort()
+		if err == nil {
+			h.log.Error("Exceeded http worker restart retry count. Recycling the Functions Host", "category", dispatcherLogCategory, "error", cause)
+			h.errEvents, h.port = nil, port
+			return false
+		}
+		cause = fmt.Errorf("%w; recycling failed: %w", cause, err)
 	}
 	h.log.Error("Exceeded http worker restart retry count. Shutting down Functions Host", "category", dispatcherLogCategory, "error", cause)
 	h.stopLocked(fmt.Errorf("%w: the handler failed %d times within %v; last error: %w", ErrStopped, len(h.errEvents), errorEventsWindow, cause))

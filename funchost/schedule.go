@@ -37,6 +37,13 @@ const (
 	firePastDue
 	fireRunOnStartup
 	fireManual
+	// fireAdmin is a run through the admin API (POST
+	// /admin/functions/<name>): FunctionsController.Invoke calls the
+	// function through TimerTriggerBinding.BindAsync, outside the
+	// listener: it does not wait for a running invocation, sends the
+	// monitor's record as it stands with IsPastDue false, and leaves the
+	// schedule status alone.
+	fireAdmin
 )
 
 // TimerInvocation adjusts a timer invocation made with InvokeTimer.
@@ -74,6 +81,9 @@ func (h *Host) now() time.Time { return time.Now().In(h.loc) }
 
 // fireTimer is TimerListener.InvokeJobFunction.
 func (h *Host) fireTimer(ctx context.Context, ts *timerState, kind fireKind, opts TimerInvocation) *Result {
+	if kind == fireAdmin {
+		return h.fireAdmin(ctx, ts)
+	}
 	ts.invoking.Lock()
 	defer ts.invoking.Unlock()
 	start := h.now()
@@ -94,23 +104,11 @@ func (h *Host) fireTimer(ctx context.Context, ts *timerState, kind fireKind, opt
 		st := status
 		timer.ScheduleStatus = &st
 	}
-	sys := functions.Sys{MethodName: ts.fn.Name, UtcNow: time.Now().UTC(), RandGuid: newGUID()}
-	id := newGUID()
 	reason := fmt.Sprintf("Timer fired at %s", functions.FormatLocalTime(start))
 	if kind == fireManual {
-		reason = "This function was programmatically called via the host APIs."
+		reason = manualReason
 	}
-	var res *Result
-	inv, err := functions.NewTimerInvocation(ts.binding, timer, sys, opts.RetryContext)
-	var body []byte
-	if err == nil {
-		body, err = json.Marshal(inv)
-	}
-	if err != nil {
-		res = &Result{Function: ts.fn.Name, InvocationID: id, Reason: reason, Timer: &timer, Start: time.Now(), Err: fmt.Errorf("build timer invocation: %w", err)}
-	} else {
-		res = h.invoke(ctx, ts.fn, body, id, reason, &timer)
-	}
+	res := h.invokeTimerFunction(ctx, ts, timer, reason, opts.RetryContext)
 
 	// Failures advance the schedule too ("We don't want any function
 	// errors to stop the execution schedule").
@@ -123,6 +121,37 @@ func (h *Host) fireTimer(ctx context.Context, ts *timerState, kind fireKind, opt
 	}
 	ts.mu.Unlock()
 	return h.report(res)
+}
+
+// manualReason is the host's reason for a run through its APIs.
+const manualReason = "This function was programmatically called via the host APIs."
+
+// invokeTimerFunction sends one timer invocation with timer as its trigger
+// value.
+func (h *Host) invokeTimerFunction(ctx context.Context, ts *timerState, timer functions.Timer, reason string, retry *functions.RetryContext) *Result {
+	sys := functions.Sys{MethodName: ts.fn.Name, UtcNow: time.Now().UTC(), RandGuid: newGUID()}
+	id := newGUID()
+	inv, err := functions.NewTimerInvocation(ts.binding, timer, sys, retry)
+	var body []byte
+	if err == nil {
+		body, err = json.Marshal(inv)
+	}
+	if err != nil {
+		return &Result{Function: ts.fn.Name, InvocationID: id, Reason: reason, Timer: &timer, Start: time.Now(), Err: fmt.Errorf("build timer invocation: %w", err)}
+	}
+	return h.invoke(ctx, ts.fn, body, id, reason, &timer)
+}
+
+// fireAdmin is a run through the admin API (see fireAdmin's kind).
+func (h *Host) fireAdmin(ctx context.Context, ts *timerState) *Result {
+	timer := functions.Timer{Schedule: functions.TimerSchedule{AdjustForDST: true}}
+	ts.mu.Lock()
+	if ts.useMonitor && ts.stored != nil {
+		st := safeStatus(*ts.stored)
+		timer.ScheduleStatus = &st
+	}
+	ts.mu.Unlock()
+	return h.report(h.invokeTimerFunction(ctx, ts, timer, manualReason, nil))
 }
 
 // initialListenerStatus is the status a listener starts with when it has

@@ -77,9 +77,9 @@ func TestAuthorize(t *testing.T) {
 		{"x", "h", "Status", "function", false, "", ""}, // ?code= wins
 		{"f", "", "status", "function", true, "Function", "fk"},
 		{"f", "", "CatchUp", "function", false, "", ""},
-		{"m", "", "Status", "function", true, "Admin", "_master"},
+		{"m", "", "Status", "function", true, "Admin", "master"},
 		{"h", "", "Status", "admin", false, "", ""},
-		{"m", "", "Status", "admin", true, "Admin", "_master"},
+		{"m", "", "Status", "admin", true, "Admin", "master"},
 		{"", "", "Status", "anonymous", true, "", ""},
 		{"h", "", "Status", "anonymous", true, "Function", "default"},
 	}
