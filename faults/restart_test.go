@@ -127,9 +127,9 @@ func hostRestartDuringHandover(t *testing.T, r hostRestart) {
 
 // TestHostRestartsDuringCatchUp: a background catch-up runs (no invocation
 // holds it) when the host restarts the handler; the run dies with the
-// process and its status_url answers 404 on the new one, the next drain
-// goes on from the committed positions; nothing is lost and nothing
-// duplicated.
+// process, and its status_url reads it as lost on the new one (the run's
+// shared record is no longer re-written); the next drain goes on from the
+// committed positions; nothing is lost and nothing duplicated.
 func TestHostRestartsDuringCatchUp(t *testing.T) {
 	for _, r := range hostRestarts() {
 		t.Run(r.name, func(t *testing.T) {
@@ -163,8 +163,20 @@ func TestHostRestartsDuringCatchUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.emu.Faults().DelayDispositions(0)
-			code, _, err = h.status(ctx, cu.ID)
-			t.Logf("after the restart, status?run=%s answers %d (%v)", cu.ID, code, err)
+			// The new process reads the run as the dead one last
+			// published it, and as lost once it is no longer re-written.
+			restarted := time.Now()
+			for {
+				code, st, err := h.status(ctx, cu.ID)
+				if err == nil && code == http.StatusOK && st.Run != nil && st.Run.State == mirror.CatchUpLost {
+					t.Logf("after the restart, status?run=%s reads lost after %s: %s", cu.ID, time.Since(restarted).Round(time.Millisecond), st.Run.LastError)
+					break
+				}
+				if time.Since(restarted) > mirror.RunLostAfter+15*time.Second {
+					t.Fatalf("after the restart, status?run=%s: %d %+v %v; want the run read as lost within %s", cu.ID, code, st.Run, err, mirror.RunLostAfter)
+				}
+				sleepCtx(ctx, 500*time.Millisecond)
+			}
 			p.stop()
 			h.settle(ctx)
 			verifyNothingLostNorDuplicated(t, e, r.name+" during a catch-up")
