@@ -50,17 +50,6 @@ func TestTimerLockMovesToAnotherInstance(t *testing.T) {
 	defer func() { stopA(); stopB() }()
 	p := e.startProducer(producerConfig{Batch: 4})
 
-	handedOver := func(h *handler) int {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		n := 0
-		for _, res := range h.results {
-			if records, stopped, ok := drainSummary(res); ok && stopped == mirror.StopHandedOver && records > 0 {
-				n++
-			}
-		}
-		return n
-	}
 	// results are h's timer invocations (the status calls are invocations
 	// too).
 	results := func(h *handler) []*funchost.Result {
@@ -85,7 +74,7 @@ func TestTimerLockMovesToAnotherInstance(t *testing.T) {
 		}
 		return time.Now()
 	}
-	waitUntil("a hands its drain over twice", 4*time.Minute, func() bool { return handedOver(a) >= 2 })
+	waitUntil("a hands its drain over twice", 4*time.Minute, func() bool { return a.handedOver() >= 2 })
 	if n := len(results(b)); n != 0 {
 		t.Fatalf("b ran %d invocations while a held the lock", n)
 	}
@@ -118,8 +107,8 @@ func TestTimerLockMovesToAnotherInstance(t *testing.T) {
 	if n := len(results(a)); n != aRuns {
 		t.Errorf("a ran %d timer invocations after its listener stopped", n-aRuns)
 	}
-	before := handedOver(b)
-	waitUntil("b's ticks follow again", 2*time.Minute, func() bool { return handedOver(b) > before })
+	before := b.handedOver()
+	waitUntil("b's ticks follow again", 2*time.Minute, func() bool { return b.handedOver() > before })
 
 	p.stop()
 	stopB()

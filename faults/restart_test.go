@@ -8,7 +8,6 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/funchost"
-	"github.com/ehmirror/ehmirror/functions"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -63,36 +62,8 @@ func hostRestartDuringHandover(t *testing.T, r hostRestart) {
 	ctx := context.Background()
 	h := e.startHandler("a", map[string]string{config.MirrorSchedule: "*/3 * * * * *", config.MirrorFollow: "true", config.MirrorDeduplicate: "true"})
 	p := e.startProducer(producerConfig{Batch: 4})
-	sched, ok := h.host.Schedule(timerFunction)
-	if !ok {
-		t.Fatal("no schedule")
-	}
-	schedCtx, stopSched := context.WithCancel(ctx)
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		for {
-			tick := sched.Next(time.Now())
-			if !sleepCtx(schedCtx, time.Until(tick)) {
-				return
-			}
-			// Each tick on its own goroutine: a restart may hold one.
-			go func() {
-				_, _ = h.host.InvokeTimer(context.WithoutCancel(schedCtx), timerFunction, funchost.TimerInvocation{Status: &functions.ScheduleStatus{Next: tick}})
-			}()
-		}
-	}()
-	handedOver := func() int {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		n := 0
-		for _, res := range h.results {
-			if records, stopped, ok := drainSummary(res); ok && stopped == mirror.StopHandedOver && records > 0 {
-				n++
-			}
-		}
-		return n
-	}
+	stopSched := h.fireSchedule(ctx)
+	handedOver := h.handedOver
 	const restarts = 2
 	for i := range restarts {
 		want := handedOver() + 1
@@ -119,7 +90,6 @@ func hostRestartDuringHandover(t *testing.T, r hostRestart) {
 		t.Logf("restart %d: %s %s took %s", i, r.name, where, time.Since(start).Round(time.Millisecond))
 	}
 	stopSched()
-	<-schedDone
 	p.stop()
 	h.settle(ctx)
 	verifyNothingLostNorDuplicated(t, e, r.name)
