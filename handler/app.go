@@ -29,8 +29,10 @@ type app struct {
 	source  *kafka.Source
 	sink    *eventhubs.Sink
 	service *mirror.Service
-	// runs shares catch-up runs with the other instances.
-	runs *mirror.RunBoard
+	// runs shares catch-up runs with the other instances, instances what
+	// each instance runs and ran.
+	runs      *mirror.RunBoard
+	instances *mirror.InstanceBoard
 
 	// cutover is where POST /api/cutover writes checkpoints; its problems
 	// concern that route only.
@@ -124,6 +126,7 @@ func (a *app) connect() error {
 	}
 	a.service = mirror.NewService(m, s.Limits)
 	a.runs = mirror.NewRunBoard(m)
+	a.instances = mirror.NewInstanceBoard(m)
 	return nil
 }
 

@@ -108,3 +108,41 @@ func TestCatchUpStatusAcrossInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainsOfAnotherInstance (issue 49, item 5): the drains an instance
+// ran are readable from the status of every other instance (each publishes
+// its running and last drains through Kafka every 10 s).
+func TestDrainsOfAnotherInstance(t *testing.T) {
+	app := buildApp(t)
+	w := newWorld(t)
+	w.produce(t, 300)
+	settings := w.settings()
+	settings["MIRROR_SCHEDULE"] = "0 0 0 1 1 *" // the test fires the timer
+	hosts, _ := startInstances(t, app, settings, 2)
+	key := hosts[0].Keys().DefaultKey()
+	if res, err := hosts[0].InvokeTimer(context.Background(), "MirrorTimer", funchost.TimerInvocation{}); err != nil || !res.Succeeded() {
+		t.Fatalf("timer on the first instance: %v %+v", err, res)
+	}
+	other := httptest.NewServer(hosts[1].Handler())
+	defer other.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, st, raw := call(t, "GET", other.URL+"/api/status?code="+key, "")
+		drains, _ := st["last_drains"].([]any)
+		instances, _ := st["instances"].([]any)
+		if len(drains) != 0 {
+			t.Fatalf("the second instance reports a drain of its own: %s", raw)
+		}
+		for _, in := range instances {
+			last, _ := in.(map[string]any)["last_drains"].([]any)
+			if len(last) > 0 && last[0].(map[string]any)["records"] == float64(300) {
+				t.Logf("the second instance reads the first's drain: %v", last[0])
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second instance's status did not show the first instance's drain within 60 s: %s", raw)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

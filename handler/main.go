@@ -23,6 +23,7 @@ import (
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // shutdownGrace bounds how long a SIGTERM/SIGINT waits for the current drain
@@ -76,6 +77,11 @@ func run() error {
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0)
 	go a.logReadiness(ctx)
+	if a.instances != nil {
+		go a.instances.Run(ctx, func() ([]mirror.RunningDrain, []*mirror.Report) {
+			return a.service.Mirror().Running(), a.service.Reports()
+		})
+	}
 
 	select {
 	case err := <-errc:

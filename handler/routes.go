@@ -298,6 +298,10 @@ type statusBody struct {
 	// runs (or ran) the catch-up of ?run=.
 	Instance    string `json:"instance"`
 	RunInstance string `json:"run_instance,omitempty"`
+	// Instances are the other instances' drains, running and last, as
+	// they published them (InstancesError when they cannot be read).
+	Instances      []mirror.InstanceState `json:"instances"`
+	InstancesError string                 `json:"instances_error,omitempty"`
 	// Backlog is the lag in records and time, with how long it takes at
 	// the recent rate; Throughput that rate; Running the drains running
 	// now in this instance, with their progress and failures; NextTick
@@ -384,6 +388,14 @@ func (a *app) status(c echo.Context) error {
 		body.CatchUp = &st
 	}
 	body.CatchUps = a.service.CatchUps()
+	if others, err := a.instances.Others(c.Request().Context()); err != nil {
+		body.InstancesError = err.Error()
+	} else {
+		body.Instances = others
+	}
+	if body.Instances == nil {
+		body.Instances = []mirror.InstanceState{}
+	}
 	if reports := a.service.Reports(); len(reports) > 0 {
 		body.Drains = reports
 		body.Deduplication = lastDeduplication(reports)

@@ -217,10 +217,10 @@ check_app() {
 	fi
 	code=$(curl -sS -o "$status" -w '%{http_code}' --max-time 60 \
 		-H @"$SCRATCH/key-$app" "$url") || code=000
-	# Ready: ok, a drain reported or the catch-up caught up, and no
-	# catch-up running (enabling the timer restarts the app, which would
-	# kill it).
-	if [[ $code == 200 ]] && jq -e '.ok == true and .catch_up == null and (((.last_drains // []) | length > 0) or .run.state == "caught up")' "$status" >/dev/null 2>&1; then
+	# Ready: ok, a drain reported (by the instance that answered or, as
+	# published, by another) or the catch-up caught up, and no catch-up
+	# running (enabling the timer restarts the app, which would kill it).
+	if [[ $code == 200 ]] && jq -e '.ok == true and .catch_up == null and (((.last_drains // []) | length > 0) or ([.instances[]?.last_drains[]?] | length > 0) or .run.state == "caught up")' "$status" >/dev/null 2>&1; then
 		return 0
 	fi
 	if [[ $code == 200 || $code == 503 ]]; then
