@@ -90,13 +90,14 @@ func (k Keys) clone() Keys {
 	return out
 }
 
-// presentedKey returns the key a request presents: ?code= wins over the
-// x-functions-key header, as in the host.
+// presentedKey returns the key a request presents: the x-functions-key
+// header wins over ?code=, as in the host (azure-functions-host
+// src/WebJobs.Script.WebHost/Security/Authentication/Keys/AuthenticationLevelHandler.cs).
 func presentedKey(r *http.Request) string {
-	if code := r.URL.Query().Get("code"); code != "" {
-		return code
+	if key := r.Header.Get("x-functions-key"); key != "" {
+		return key
 	}
-	return r.Header.Get("x-functions-key")
+	return r.URL.Query().Get("code")
 }
 
 func equalKey(a, b string) bool {
