@@ -50,19 +50,7 @@ func TestTimerLockMovesToAnotherInstance(t *testing.T) {
 	defer func() { stopA(); stopB() }()
 	p := e.startProducer(producerConfig{Batch: 4})
 
-	// results are h's timer invocations (the status calls are invocations
-	// too).
-	results := func(h *handler) []*funchost.Result {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		var out []*funchost.Result
-		for _, res := range h.results {
-			if res.Timer != nil {
-				out = append(out, res)
-			}
-		}
-		return out
-	}
+	results := timerResults
 	waitUntil := func(what string, limit time.Duration, cond func() bool) time.Time {
 		t.Helper()
 		deadline := time.Now().Add(limit)

@@ -333,3 +333,28 @@ func TestRecycleAfterThreeWorkerErrors(t *testing.T) {
 		t.Errorf("no recycling line in the host's log")
 	}
 }
+
+// TestTimerFiresEarly: with Options.FireEarly a scheduled run starts before
+// its occurrence, as the host's timer may; the payload's ScheduleStatus.Next
+// is still the occurrence, and the run is recorded at the occurrence
+// (TimerListener: "If the trigger fired before it was officially
+// scheduled", ext Timers/Listener/TimerListener.cs).
+func TestTimerFiresEarly(t *testing.T) {
+	t.Parallel()
+	results := make(chan *Result, 8)
+	th := startHost(t, newApp(t, "", map[string]string{"EchoTimer": timerFn("*/1 * "+hoursExcept(time.Now())+" * * *", true)}),
+		Options{FireEarly: 300 * time.Millisecond, OnResult: func(r *Result) { results <- r }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- th.RunSchedules(ctx) }()
+	res := <-results
+	cancel()
+	<-done
+	st := res.Timer.ScheduleStatus
+	if st == nil || !res.Start.Before(st.Next) || st.Next.Sub(res.Start) > time.Second {
+		t.Fatalf("run started %s for occurrence %+v; want it up to 300 ms early", res.Start, st)
+	}
+	if rec, _ := th.ScheduleStatus("EchoTimer"); !rec.Last.Equal(st.Next) {
+		t.Errorf("recorded Last %s, want the occurrence %s", rec.Last, st.Next)
+	}
+}

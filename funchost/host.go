@@ -124,6 +124,13 @@ type Options struct {
 	// again, a new ScriptHost with a new handler on a new port and a fresh
 	// error budget. By default funchost stops, as `func start` does.
 	Recycle bool
+	// FireEarly makes scheduled timer runs fire this much before their
+	// occurrence. The host's timer may: System.Timers.Timer fires a few
+	// milliseconds early at times, and TimerListener expects it ("If the
+	// trigger fired before it was officially scheduled", ext
+	// Timers/Listener/TimerListener.cs), recording the occurrence, not the
+	// clock, as Last. 0: on time.
+	FireEarly time.Duration
 	// Storage, when set, is the storage this host shares with other
 	// instances of the app: timer functions then run only while this host
 	// holds their lock, from the shared schedule status (see Storage).

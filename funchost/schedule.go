@@ -328,6 +328,9 @@ func (h *Host) runTimer(ctx context.Context, ts *timerState) {
 			next := ts.listener.Next
 			ts.mu.Unlock()
 			wait = nextInterval(next, h.now())
+			if early := h.opts.FireEarly; wait > early {
+				wait -= early
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
