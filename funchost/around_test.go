@@ -2,6 +2,7 @@ package funchost
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -357,4 +358,26 @@ func TestTimerFiresEarly(t *testing.T) {
 	if rec, _ := th.ScheduleStatus("EchoTimer"); !rec.Last.Equal(st.Next) {
 		t.Errorf("recorded Last %s, want the occurrence %s", rec.Last, st.Next)
 	}
+}
+
+// TestFunctionTimeoutGrace: at functionTimeout the invocation fails, and
+// the handler gets TimeoutAttribute's 2 s grace (azure-webjobs-sdk
+// src/Microsoft.Azure.WebJobs/TimeoutAttribute.cs; the host's
+// WebScriptHostExceptionHandler.OnTimeoutExceptionAsync waits for it)
+// before the worker is restarted anyway: a handler that answers within the
+// grace still fails the invocation, and is killed after it answered.
+func TestFunctionTimeoutGrace(t *testing.T) {
+	t.Parallel()
+	app := newApp(t, `{"version":"2.0","functionTimeout":"00:00:01","customHandler":{"description":{"defaultExecutablePath":"handler"}}}`,
+		map[string]string{"SleepTimer": timerFn(yearly, true)})
+	th := startHost(t, app, Options{Settings: map[string]string{"TEST_SLEEP_MS": "1800"}})
+	pid := th.PID()
+	res := invokeTimer(t, th, "SleepTimer", TimerInvocation{})
+	if !errors.Is(res.Err, ErrFunctionTimeout) {
+		t.Fatalf("err %v; want a function timeout", res.Err)
+	}
+	if res.Status != http.StatusOK || res.Duration < 1700*time.Millisecond {
+		t.Errorf("the handler's answer within the grace: status %d after %s; want its 200 after ~1.8 s", res.Status, res.Duration)
+	}
+	waitFor(t, func() bool { return !alive(pid) })
 }

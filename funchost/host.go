@@ -55,6 +55,7 @@ const (
 	errorEventsWindow       = 30 * time.Minute
 	readinessPollInterval   = 25 * time.Millisecond
 	disposeWait             = time.Second
+	timeoutGrace            = 2 * time.Second // TimeoutAttribute.GracePeriod
 	maxResponseBytes        = 256 << 20
 	defaultMaxRequestBytes  = 100 << 20
 	stderrTailLines         = 10

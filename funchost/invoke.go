@@ -134,9 +134,19 @@ func (h *Host) invoke(ctx context.Context, fn *functions.Function, body []byte, 
 	defer cancel()
 	var timedOut atomic.Bool
 	if timeout := h.app.Host.FunctionTimeout; timeout > 0 {
+		answered := make(chan struct{})
+		defer close(answered)
 		t := time.AfterFunc(timeout, func() {
 			timedOut.Store(true)
 			h.log.Error(fmt.Sprintf("Timeout value of %s exceeded by function 'Functions.%s' (Id: '%s'). Initiating cancellation.", formatTimeout(timeout), fn.Name, id), "category", category)
+			// The invocation has failed; the handler gets the grace
+			// (TimeoutAttribute.GracePeriod) to answer before the worker
+			// is restarted anyway (WebScriptHostExceptionHandler
+			// .OnTimeoutExceptionAsync).
+			select {
+			case <-answered:
+			case <-time.After(timeoutGrace):
+			}
 			h.log.Error(fmt.Sprintf("A function timeout has occurred. Restarting worker process executing invocationId '%s'.", id), "category", dispatcherLogCategory)
 			h.replace(w, "function timeout", false, nil)
 			cancel()
