@@ -117,9 +117,10 @@ func (f frontEnd) serveFunction(w http.ResponseWriter, r *http.Request, path str
 		err error
 	}
 	done := make(chan outcome, 1)
-	ctx := context.WithoutCancel(r.Context())
+	// A copy: the invocation may outlive this request.
+	req := r.Clone(context.WithoutCancel(r.Context()))
 	go func() {
-		res, err := h.invokeHTTP(ctx, fn, r, body, params, []functions.Identity{id})
+		res, err := h.invokeHTTP(req.Context(), fn, req, body, params, []functions.Identity{id})
 		done <- outcome{res, err}
 	}()
 	cutoff := time.NewTimer(h.frontEndTimeout())
