@@ -6,6 +6,14 @@ APP      := build/app
 ZIP      := dist/ehmirror-functionapp.zip
 CONFIG   ?=
 LISTEN   ?= 127.0.0.1:5672
+# Local runs (make dev-env, make start). The names avoid the KAFKA_*,
+# MIRROR_*, EVENTHUBS* prefixes: make exports command-line variables to the
+# handler, which reports such names that are not settings.
+DEV_KAFKA_PORT     ?= 9092
+DEV_EVENTHUBS_PORT ?= 5672
+DEV_DATA_DIR       ?=
+SETTINGS           ?= local.settings.json
+PORT               ?=
 # Fuzz budgets count executions, not seconds: go1.26's fuzz coordinator can
 # fail a -fuzztime=<duration> run at its deadline with a spurious "context
 # deadline exceeded" (golang/go#75804, fixed in go1.27).
@@ -72,16 +80,16 @@ package: ## the deployment zip for a Linux Premium plan (linux/amd64, static, ex
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '-s -w' -o build/linux/handler ./handler
 	$(GO) run ./scripts/package -dir build/linux -out $(ZIP)
 
-start: build ## run the app with `func start` (Core Tools), or the project's local host when func is missing
+start: build ## run the app with `func start` (Core Tools), or the project's local host when func is missing; PORT=7071 (default: Host.LocalHttpPort of SETTINGS), SETTINGS=local.settings.json
 	@if command -v func >/dev/null 2>&1; then \
-		cd $(APP) && cp -n ../../local.settings.json . 2>/dev/null; func start --script-root . ; \
+		if [ -f $(SETTINGS) ]; then cp $(SETTINGS) $(APP)/local.settings.json; fi; cd $(APP) && func start --script-root . $(if $(PORT),--port $(PORT)) ; \
 	else \
 		echo "Azure Functions Core Tools (func) not found: running the project's local Functions host instead"; \
-		$(GO) run ./scripts/funchost -app $(APP) -settings local.settings.json; \
+		$(GO) run ./scripts/funchost -app $(APP) -settings $(SETTINGS) $(if $(PORT),-port $(PORT)); \
 	fi
 
-dev-env: ## embedded Kafka on 127.0.0.1:9092 and the Event Hubs emulator on 127.0.0.1:5672, in the foreground
-	$(GO) run ./scripts/devenv
+dev-env: ## embedded Kafka and the Event Hubs emulator in the foreground; DEV_KAFKA_PORT=9092 DEV_EVENTHUBS_PORT=5672, DEV_DATA_DIR=dir keeps their data, writes their addresses into SETTINGS
+	$(GO) run ./scripts/devenv -kafka 127.0.0.1:$(DEV_KAFKA_PORT) -eventhubs 127.0.0.1:$(DEV_EVENTHUBS_PORT) -settings $(SETTINGS) $(if $(DEV_DATA_DIR),-data-dir $(DEV_DATA_DIR))
 
 emulator: ## the Event Hubs emulator alone: make emulator CONFIG=path/to/Config.json LISTEN=127.0.0.1:5672
 	$(GO) run ./scripts/emulator $(if $(CONFIG),-config $(CONFIG)) -listen $(LISTEN)
@@ -99,7 +107,7 @@ soak: ## the long fault-injection soak and a long run of the model-based test (m
 	EHMIRROR_MODEL_CHECKS=40 EHMIRROR_MODEL_STEPS=40 $(GO) test -race -count=1 -timeout 60m -run '^TestModelPositions$$' ./mirror/
 	EHMIRROR_SOAK=1 $(GO) test -race -count=1 -timeout 60m -run 'Soak' -v ./faults/
 
-deploy: package ## terraform apply, then zip-deploy the package (needs az login; DEPLOY_ARGS=--yes or CI=true: no prompt)
+deploy: package ## terraform apply, then upload the package to its blob and restart the apps (needs az login; DEPLOY_ARGS=--yes or CI=true: no prompt)
 	bash scripts/deploy.sh $(DEPLOY_ARGS)
 
 clean: ## remove build outputs

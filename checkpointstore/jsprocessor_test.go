@@ -29,7 +29,7 @@ func installJSProcessor(t *testing.T) string {
 
 // receiveWithJavaScript runs processor.mjs on hub with the Blob checkpoint
 // store in container and returns what it received.
-// The README's JavaScript filter runs on every event with the
+// The JavaScript filter of docs/cutover.md runs on every event with the
 // watermarks; its verdict must be the Go filter's.
 func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, storage, container string, want int64, watermarks []cutover.Watermark, f *filter.Filter) []receivedEvent {
 	t.Helper()
@@ -69,7 +69,7 @@ func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, st
 			props = map[string]any{"kafka.topic": *r.Topic, "kafka.partition": *r.KafkaPartition, "kafka.offset": *r.KafkaOffset}
 		}
 		if r.Dropped != f.Processed(props) {
-			t.Errorf("hub %s: the README's JavaScript filter says dropped=%v for %v, the Go filter %v", hub, r.Dropped, props, !r.Dropped)
+			t.Errorf("hub %s: the JavaScript filter of docs/cutover.md says dropped=%v for %v, the Go filter %v", hub, r.Dropped, props, !r.Dropped)
 		}
 		evs = append(evs, receivedEvent{partition: r.Partition, sequence: r.SequenceNumber, props: props})
 	}

@@ -18,7 +18,8 @@ import (
 )
 
 // Setting names. Every one is listed, with its default and meaning, in the
-// README's settings table and in local.settings.json.example.
+// tables of docs/settings.md and in local.settings.json.example (Names lists
+// them all).
 const (
 	KafkaBrokers        = "KAFKA_BROKERS"
 	KafkaGroup          = "KAFKA_GROUP"
@@ -110,7 +111,7 @@ var secretSettings = []string{KafkaSASLPassword, EventHubsConnection, KafkaTLSKe
 type Problem struct {
 	Setting string `json:"setting"`
 	Message string `json:"message"`
-	// Remedy says what to do ("set X to …"); Doc links to the README
+	// Remedy says what to do ("set X to …"); Doc links to the docs/ page
 	// section about the setting (see NewProblem).
 	Remedy string `json:"remedy,omitempty"`
 	Doc    string `json:"doc,omitempty"`

@@ -6,20 +6,23 @@ import (
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
-// NewProblem returns the problem of setting with its remedy and the README
-// section about the setting.
+// NewProblem returns the problem of setting with its remedy and the
+// documentation section about the setting.
 func NewProblem(setting, message string) Problem {
 	p := Problem{Setting: setting, Message: message}
 	p.Remedy, p.Doc = settingRemedy(setting, message)
 	return p
 }
 
+// whereToChange ends a remedy: where settings are changed.
+const whereToChange = "; change it in the app settings (Azure: the function app's environment variables; locally: local.settings.json) and restart the app"
+
 // settingRemedy says what to do about a setting problem, from what the
 // message expects ("want …", "set …", "keep it …"), and links to the
-// README section that describes the setting.
+// documentation section that describes the setting.
 func settingRemedy(setting, message string) (remedy, doc string) {
-	doc = mirror.ReadmeURL + "#" + settingSection(setting)
-	const where = "; change it in the app settings (Azure: the function app's environment variables; locally: local.settings.json) and restart the app"
+	doc = mirror.DocsURL + settingSection(setting)
+	where := whereToChange
 	name := "`" + setting + "`"
 	if strings.HasPrefix(setting, "(") {
 		return "check the Kafka and Event Hubs settings the message names" + where, doc
@@ -51,19 +54,20 @@ func settingRemedy(setting, message string) (remedy, doc string) {
 	return "correct " + name + where, doc
 }
 
-// settingSection is the README section (anchor) that describes setting.
+// settingSection is the page and section (under mirror.DocsURL) that
+// describes setting.
 func settingSection(setting string) string {
 	switch {
 	case strings.HasPrefix(setting, "KAFKA_TLS_CERT") || strings.HasPrefix(setting, "KAFKA_TLS_KEY"):
-		return "client-certificates-mutual-tls"
-	case strings.HasPrefix(setting, "KAFKA_OAUTH") || strings.HasPrefix(setting, "KAFKA_AWS"):
-		return "connecting-to-managed-kafka-services"
+		return "managed-kafka.md#client-certificates-mutual-tls"
+	case strings.HasPrefix(setting, "KAFKA_SASL_OAUTH") || strings.HasPrefix(setting, "KAFKA_SASL_AWS"):
+		return "managed-kafka.md"
 	case strings.HasPrefix(setting, "MIRROR_FOLLOW"):
-		return "follow-mode-mirror_follow"
+		return "delivery.md#follow-mode-mirror_follow"
 	case strings.HasPrefix(setting, "OTEL_"):
-		return "operating-it"
+		return "operating.md#metrics"
 	case strings.HasPrefix(setting, "CUTOVER"):
-		return "moving-consumers-to-event-hubs-cut-over"
+		return "cutover.md"
 	}
-	return "settings"
+	return "settings.md"
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Every setting problem says what to do ("set X to …") and links to the
-// README section about the setting, like the other problem kinds.
+// documentation section about the setting, like the other problem kinds.
 func TestSettingProblemsHaveRemedies(t *testing.T) {
 	env := map[string]string{
 		KafkaBrokers: "no-port", EventHubsConnection: "junk", MirrorMaxDuration: "soon", MirrorPartitioning: "random",
@@ -21,11 +21,11 @@ func TestSettingProblemsHaveRemedies(t *testing.T) {
 		if !strings.Contains(p.Remedy, "`"+p.Setting+"`") || !strings.Contains(p.Remedy, "restart the app") {
 			t.Errorf("%s: remedy %q does not name the setting and what to do", p, p.Remedy)
 		}
-		if !strings.HasPrefix(p.Doc, "https://github.com/ehmirror/ehmirror/blob/main/README.md#") {
+		if !strings.HasPrefix(p.Doc, "https://github.com/ehmirror/ehmirror/blob/main/docs/") {
 			t.Errorf("%s: doc %q", p, p.Doc)
 		}
 	}
-	if p := NewProblem("OTEL_EXPORTER_OTLP_*", "bad endpoint"); !strings.HasSuffix(p.Doc, "#operating-it") || !strings.HasPrefix(p.Remedy, "correct `OTEL_EXPORTER_OTLP_*`") {
+	if p := NewProblem("OTEL_EXPORTER_OTLP_*", "bad endpoint"); !strings.HasSuffix(p.Doc, "/operating.md#metrics") || !strings.HasPrefix(p.Remedy, "correct `OTEL_EXPORTER_OTLP_*`") {
 		t.Errorf("metrics setting problem: %+v", p)
 	}
 	want := map[string]string{
@@ -34,7 +34,7 @@ func TestSettingProblemsHaveRemedies(t *testing.T) {
 		KafkaSASLUsername:  "set `KAFKA_SASL_USERNAME` (KAFKA_SASL_MECHANISM=plain needs a user name);",
 		KafkaTLSCertPEM:    "remove `KAFKA_TLS_CERT_PEM`, or make it apply (KAFKA_TLS is not true",
 	}
-	docs := map[string]string{MirrorPartitioning: "#settings", KafkaTLSCertPEM: "#client-certificates-mutual-tls", MirrorFollow: "#follow-mode-mirror_follow"}
+	docs := map[string]string{MirrorPartitioning: "/settings.md", KafkaTLSCertPEM: "/managed-kafka.md#client-certificates-mutual-tls", MirrorFollow: "/delivery.md#follow-mode-mirror_follow"}
 	for _, p := range ps {
 		if w, ok := want[p.Setting]; ok && !strings.HasPrefix(p.Remedy, w) {
 			t.Errorf("%s: remedy %q, want it to start with %q", p.Setting, p.Remedy, w)

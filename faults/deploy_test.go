@@ -77,6 +77,20 @@ type deployScenario struct {
 	// appStatus holds, per app name, answers of that app's /api/status
 	// as status does (the last repeats); an app not here answers status.
 	appStatus map[string][]string
+	// existingApps: the state already lists the apps before this run's
+	// apply (a later deployment); otherwise function_apps has no value
+	// until the first apply, as on a fresh subscription.
+	existingApps bool
+	// restricted is the module's output restrict_public_network_access.
+	restricted bool
+	// uploadFailures: the first this many package uploads are refused
+	// (the deployer's new role not yet effective).
+	uploadFailures int
+	// expiry holds the answers of "az account get-access-token --query
+	// expires_on", one per call, the last repeating: "+N" (the login
+	// expires N seconds from now) or "fail" (AADSTS700024). Empty: +3600.
+	// "az login" (DEPLOY_AZ_LOGIN) makes every later answer +3600.
+	expiry []string
 }
 
 // readyStatus is /api/status of an app that read Kafka and sent its drain.
@@ -114,6 +128,9 @@ func runDeployScenario(t *testing.T, sc deployScenario, env []string, args ...st
 	if len(sc.apps) == 0 {
 		sc.apps = []string{"func-ehmirror-prod-abc"}
 	}
+	if len(sc.expiry) == 0 {
+		sc.expiry = []string{"+3600"}
+	}
 	var apps []string
 	for _, a := range sc.apps {
 		apps = append(apps, fmt.Sprintf(`{"name":%q,"default_hostname":"%s.azurewebsites.net"}`, a, a))
@@ -127,6 +144,9 @@ func runDeployScenario(t *testing.T, sc deployScenario, env []string, args ...st
 		"status.seq":                    strings.Join(sc.status, "\n") + "\n",
 		"refs.seq":                      strings.Join(sc.refs, "\n") + "\n",
 		"function_apps.json":            "[" + strings.Join(apps, ",") + "]\n",
+		"expiry.seq":                    strings.Join(sc.expiry, "\n") + "\n",
+		"upload.failures":               fmt.Sprint(sc.uploadFailures),
+		"restricted":                    fmt.Sprint(sc.restricted),
 		// next FILE: the first line of FILE, removed unless it is the last.
 		"bin/next": `#!/bin/sh
 f=$1
@@ -137,7 +157,15 @@ if [ "$(wc -l <"$f")" -gt 1 ]; then tail -n +2 "$f" >"$f.tmp" && mv "$f.tmp" "$f
 echo "az $*" >>"` + log + `"
 case "$*" in
 "account show --query id -o tsv") echo 00000000-0000-0000-0000-000000000005 ;;
+"account get-access-token --query expires_on -o tsv")
+	e=$(next "` + filepath.Join(root, "expiry.seq") + `")
+	if [ "$e" = fail ]; then echo "ERROR: AADSTS700024: Client assertion is not within its valid time range." >&2; exit 1; fi
+	echo $(( $(date +%s) + ${e#+} )) ;;
 "account get-access-token "*) echo tok-SECRET-0001 ;;
+"login "*) echo "+3600" >"` + filepath.Join(root, "expiry.seq") + `" ;;
+"storage blob upload "*)
+	n=$(cat "` + filepath.Join(root, "upload.failures") + `")
+	if [ "$n" -gt 0 ]; then echo $((n - 1)) >"` + filepath.Join(root, "upload.failures") + `"; echo "ERROR: This request is not authorized to perform this operation using this permission. AuthorizationPermissionMismatch" >&2; exit 1; fi ;;
 "functionapp keys list "*) echo key-SECRET-0002 ;;
 "rest "*) next "` + filepath.Join(root, "refs.seq") + `" | tr ' ' '\n' | grep . ;;
 esac
@@ -173,11 +201,20 @@ exit 0
 `,
 		"bin/terraform": `#!/bin/sh
 echo "terraform $*" >>"` + log + `"
+state="` + filepath.Join(root, "tfstate") + `"
 case "$*" in
+*" apply "*) touch "$state" ;;
 *"output -raw resource_group_name") echo rg-ehmirror-prod ;;
-*"output -json function_apps") cat "` + filepath.Join(root, "function_apps.json") + `" ;;
+*"output -raw restrict_public_network_access") cat "` + filepath.Join(root, "restricted") + `" ;;
+*"output -json function_package") echo '{"storage_account_name":"stfehmirrorprod","container_name":"function-packages","blob_name":"ehmirror-functionapp.zip","url":"https://stfehmirrorprod.blob.core.windows.net/function-packages/ehmirror-functionapp.zip"}' ;;
+*"output -json function_apps")
+	[ -f "$state" ] || { echo "No outputs found" >&2; exit 1; }
+	cat "` + filepath.Join(root, "function_apps.json") + `" ;;
 esac
 `,
+	}
+	if sc.existingApps {
+		files["tfstate"] = "{}"
 	}
 	for app, answers := range sc.appStatus {
 		files["status-"+app+".seq"] = strings.Join(answers, "\n") + "\n"
@@ -205,15 +242,25 @@ esac
 	return deployRun{err: runErr, stdout: stdout.String(), stderr: stderr.String(), calls: calls, argv: string(argv), localOverride: err == nil}
 }
 
-// apply returns the arguments of the terraform apply call, if any.
+// apply returns the arguments of the first terraform apply call, if any.
 func (r deployRun) apply() ([]string, bool) {
+	applies := r.applies()
+	if len(applies) == 0 {
+		return nil, false
+	}
+	return applies[0], true
+}
+
+// applies returns the arguments of every terraform apply call, in order.
+func (r deployRun) applies() [][]string {
+	var out [][]string
 	for _, c := range r.calls {
 		f := strings.Fields(c)
 		if len(f) > 2 && f[0] == "terraform" && f[2] == "apply" {
-			return f[3:], true
+			out = append(out, f[3:])
 		}
 	}
-	return nil, false
+	return out
 }
 
 // TestDeployRunsWithoutATerminal (issue 14, defect 5): in a pipeline (no
@@ -256,8 +303,8 @@ func TestDeployRunsWithoutATerminal(t *testing.T) {
 					t.Errorf("apply arguments %q lost %s", apply, a)
 				}
 			}
-			if !slices.Contains(r.calls, "curl POST https://func-ehmirror-prod-abc.scm.azurewebsites.net/api/zipdeploy") {
-				t.Errorf("no zip deployment to the app Terraform created; calls: %q", r.calls)
+			if r.index(uploadCall) < 0 {
+				t.Errorf("no package upload for the app Terraform created; calls: %q", r.calls)
 			}
 		})
 	}
@@ -336,34 +383,164 @@ const (
 	statusCall  = "curl GET https://func-ehmirror-prod-abc.azurewebsites.net/api/status"
 	catchUpCall = "curl POST https://func-ehmirror-prod-abc.azurewebsites.net/api/catchup"
 	restartCall = "az functionapp restart --resource-group rg-ehmirror-prod --name func-ehmirror-prod-abc"
+	uploadCall  = "az storage blob upload --auth-mode login --account-name stfehmirrorprod --container-name function-packages --name ehmirror-functionapp.zip"
 )
 
-// TestDeployZipDeploysWithEntraID (issue 24, item 8): the app has no
-// basic-auth publishing credentials, so the package goes to the SCM site
-// with an Entra ID token of the az login, passed in a header file: the
-// token is on no command line and in no output.
-func TestDeployZipDeploysWithEntraID(t *testing.T) {
-	r := runDeploy(t, []string{"CI=true"})
+// TestDeployUploadsThePackageWithEntraID (issue 24, item 8; issue 44, item
+// 1): the apps have no content share and run the package from its blob
+// (WEBSITE_RUN_FROM_PACKAGE, terraform output function_package), so the
+// script uploads it there with the az login's Entra ID identity (no key,
+// no publishing credentials, no zip deployment into the app's file system
+// that an unmounted share or a restart could lose), after the last apply,
+// then restarts the app to load it, before reading its status. A restart
+// later (for Key Vault references) needs no new upload: the blob stays.
+func TestDeployUploadsThePackageWithEntraID(t *testing.T) {
+	r := runDeployScenario(t, deployScenario{
+		refs:   []string{"KAFKA_SASL_PASSWORD", ""},
+		status: []string{`503 {"ok":false,"reason":"settings: KAFKA_SASL_PASSWORD is not set"}`, readyStatus},
+	}, []string{"CI=true"})
 	if r.err != nil {
 		t.Fatalf("deploy failed: %v\n%s", r.err, r.stderr)
 	}
-	token := r.index("az account get-access-token --resource https://management.azure.com/")
-	zip := r.index("curl POST https://func-ehmirror-prod-abc.scm.azurewebsites.net/api/zipdeploy")
-	if token < 0 || zip < 0 || token > zip {
-		t.Fatalf("want a token from az, then a POST to the SCM site's zipdeploy; calls: %q", r.calls)
+	apply := -1
+	for i, c := range r.calls {
+		if strings.HasPrefix(c, "terraform ") && strings.Contains(c, " apply ") {
+			apply = i
+		}
 	}
-	if r.calls[zip-2] != "curl-header Authorization" && r.calls[zip-1] != "curl-header Authorization" {
-		t.Errorf("the zip deployment sent no Authorization header file; calls: %q", r.calls)
+	upload := r.index(uploadCall)
+	if upload < 0 || upload < apply {
+		t.Fatalf("want the package uploaded to its blob (%s) after the last apply; calls: %q", uploadCall, r.calls)
+	}
+	if n := r.count("az storage blob upload"); n != 1 {
+		t.Errorf("%d uploads, want 1 (a restart does not lose a package in a blob); calls: %q", n, r.calls)
+	}
+	if first := r.index(restartCall); first < upload || first > r.index(statusCall) {
+		t.Errorf("want a restart after the upload (to load the package) and before the first status; calls: %q", r.calls)
+	}
+	if n := r.count(restartCall); n != 2 {
+		t.Errorf("%d restarts, want 2 (the package, then the unresolved reference); calls: %q", n, r.calls)
 	}
 	for _, c := range r.calls {
-		if strings.Contains(c, "config-zip") || strings.Contains(c, "publishing-credentials") || strings.Contains(c, "publish-profile") {
-			t.Errorf("deploy uses basic-auth publishing: %q", c)
+		if strings.Contains(c, "zipdeploy") || strings.Contains(c, "config-zip") || strings.Contains(c, "publishing-credentials") || strings.Contains(c, "publish-profile") || strings.Contains(c, "account-key") || strings.Contains(c, "connection-string") {
+			t.Errorf("deploy uses a zip deployment, basic-auth publishing or a storage key: %q", c)
 		}
+	}
+	if r.index(enableTimer) < 0 {
+		t.Errorf("the timer was not enabled; calls: %q", r.calls)
 	}
 	for what, text := range map[string]string{"curl's arguments": r.argv, "stdout": r.stdout, "stderr": r.stderr} {
 		if strings.Contains(text, "SECRET") {
 			t.Errorf("a token or function key appears in %s: %q", what, text)
 		}
+	}
+}
+
+// TestDeployRetriesTheUploadWhileTheRoleIsNew (issue 44, items 1 and 5): the
+// deployer's Storage Blob Data Contributor on the package container is
+// created by the same apply and may take minutes to take effect: refused
+// uploads are retried; past DEPLOY_UPLOAD_TIMEOUT the script stops with one
+// line naming deployer_object_ids, before any timer is enabled.
+func TestDeployRetriesTheUploadWhileTheRoleIsNew(t *testing.T) {
+	r := runDeployScenario(t, deployScenario{uploadFailures: 2}, []string{"CI=true"})
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\n%s", r.err, r.stderr)
+	}
+	if n := r.count("az storage blob upload"); n != 3 {
+		t.Errorf("%d uploads, want 3 (two refused, then accepted); calls: %q", n, r.calls)
+	}
+	if r.lastIndex("az storage blob upload") > r.index(restartCall) {
+		t.Errorf("the app was restarted before its package was uploaded; calls: %q", r.calls)
+	}
+
+	r = runDeployScenario(t, deployScenario{uploadFailures: 1000}, []string{"CI=true", "DEPLOY_UPLOAD_TIMEOUT=2", "DEPLOY_POLL_INTERVAL=1"})
+	if r.err == nil {
+		t.Fatal("deploy succeeded although every upload was refused")
+	}
+	if r.index(restartCall) >= 0 || r.index(enableTimer) >= 0 {
+		t.Errorf("the app was restarted or its timer enabled without a package; calls: %q", r.calls)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(r.stderr, "deployer_object_ids") || !strings.Contains(r.stderr, "AuthorizationPermissionMismatch") {
+		t.Errorf("stderr %q, want one line with the refusal and deployer_object_ids", r.stderr)
+	}
+}
+
+// TestDeployClosesTheFirewallsInASecondStep (issue 44, item 3): a
+// deployment that creates the apps applies once with the firewalls open
+// (-var=network_firewall_open_for_create=true); in restricted mode a second
+// apply, without it, closes them before the package is uploaded. A later
+// deployment (the apps exist) applies once, closed.
+func TestDeployClosesTheFirewallsInASecondStep(t *testing.T) {
+	const open = "-var=network_firewall_open_for_create=true"
+	r := runDeployScenario(t, deployScenario{restricted: true}, []string{"CI=true"}, "-var-file=prod.tfvars")
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\n%s", r.err, r.stderr)
+	}
+	applies := r.applies()
+	if len(applies) != 2 || !slices.Contains(applies[0], open) || slices.Contains(applies[1], open) || !slices.Contains(applies[1], "-var-file=prod.tfvars") {
+		t.Fatalf("applies %q, want one with %s, then one without it (with the user's arguments)", applies, open)
+	}
+	second := r.lastIndex("terraform -chdir=")
+	for i, c := range r.calls {
+		if strings.Contains(c, " apply ") {
+			second = i
+		}
+	}
+	if r.index(uploadCall) < second {
+		t.Errorf("the package was uploaded before the firewalls were closed; calls: %q", r.calls)
+	}
+
+	r = runDeployScenario(t, deployScenario{restricted: false}, []string{"CI=true"})
+	if applies := r.applies(); r.err != nil || len(applies) != 1 || !slices.Contains(applies[0], open) {
+		t.Errorf("not restricted: applies %q (err %v), want one (the open firewall is the configured one)", applies, r.err)
+	}
+
+	r = runDeployScenario(t, deployScenario{restricted: true, existingApps: true}, []string{"CI=true"})
+	if applies := r.applies(); r.err != nil || len(applies) != 1 || slices.Contains(applies[0], open) {
+		t.Errorf("existing apps: applies %q (err %v), want one, firewalls closed", applies, r.err)
+	}
+}
+
+// TestDeployLogsInAgainBeforeTheTokenExpires (issue 44, item 7): a pipeline's
+// federated az login cannot be renewed and the readiness wait can outlive
+// it (AADSTS700024). Before the upload and each readiness round the script
+// checks the login: about to expire, it runs DEPLOY_AZ_LOGIN and goes on;
+// without DEPLOY_AZ_LOGIN an expired login stops it with one line naming
+// AADSTS700024 and DEPLOY_AZ_LOGIN, the timer still disabled. A login that
+// merely nears its end without DEPLOY_AZ_LOGIN (a person's, which az
+// renews) is not an error.
+func TestDeployLogsInAgainBeforeTheTokenExpires(t *testing.T) {
+	notReady := `200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test1","last_drains":[]}`
+	relogin := "DEPLOY_AZ_LOGIN=az login --service-principal --federated-token from-the-runner"
+	r := runDeployScenario(t, deployScenario{
+		expiry: []string{"+3600", "+3600", "+60"},
+		status: []string{notReady, notReady, readyStatus},
+	}, []string{"CI=true", relogin})
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\n%s", r.err, r.stderr)
+	}
+	login := r.index("az login --service-principal")
+	if login < 0 || r.count("az login") != 1 || login > r.index(enableTimer) {
+		t.Errorf("want one az login (DEPLOY_AZ_LOGIN) when the token nears its end, before the timer is enabled; calls: %q", r.calls)
+	}
+
+	r = runDeployScenario(t, deployScenario{
+		expiry: []string{"+3600", "+3600", "fail"},
+		status: []string{notReady},
+	}, []string{"CI=true"})
+	if r.err == nil {
+		t.Fatalf("deploy succeeded with an expired login; calls: %q", r.calls)
+	}
+	if r.index("az functionapp config appsettings set") >= 0 {
+		t.Errorf("the timer was enabled; calls: %q", r.calls)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(r.stderr, "AADSTS700024") || !strings.Contains(r.stderr, "DEPLOY_AZ_LOGIN") {
+		t.Errorf("stderr %q, want one line naming AADSTS700024 and DEPLOY_AZ_LOGIN", r.stderr)
+	}
+
+	r = runDeployScenario(t, deployScenario{expiry: []string{"+60"}}, []string{"CI=true"})
+	if r.err != nil || r.index(enableTimer) < 0 {
+		t.Errorf("a login that nears its end without DEPLOY_AZ_LOGIN must not stop the deployment: %v\n%s", r.err, r.stderr)
 	}
 }
 
@@ -386,8 +563,8 @@ func TestDeployEnablesTheTimerWhenReady(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("deploy failed: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
 	}
-	if n := r.count(restartCall); n != 1 {
-		t.Errorf("app restarted %d times for unresolved Key Vault references, want 1; calls: %q", n, r.calls)
+	if n := r.count(restartCall); n != 2 {
+		t.Errorf("app restarted %d times, want 2 (to load the package, then once for the unresolved Key Vault references); calls: %q", n, r.calls)
 	}
 	if !strings.Contains(r.stdout, "KAFKA_SASL_PASSWORD") {
 		t.Errorf("stdout does not name the unresolved reference:\n%s", r.stdout)
@@ -402,7 +579,7 @@ func TestDeployEnablesTheTimerWhenReady(t *testing.T) {
 	if n := r.count(catchUpCall); n != 2 {
 		t.Errorf("%d catch-ups, want 2 (after the unauthorized status and after ok without a drain); calls: %q", n, r.calls)
 	}
-	if r.index(restartCall) > r.index(statusCall) {
+	if r.lastIndex(restartCall) > r.index(statusCall) {
 		t.Errorf("restart must come before the status is read; calls: %q", r.calls)
 	}
 	if !strings.Contains(r.stdout, "unauthorized: sending to event hub prod.test1") || !strings.Contains(r.stdout, `"ok": true`) {
@@ -455,9 +632,9 @@ func TestDeployLeavesTheTimerDisabledWhenNotReady(t *testing.T) {
 		restarts     int
 	}{
 		{"unauthorized", "unauthorized: sending to event hub prod.test2",
-			deployScenario{status: []string{`200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test2","last_drains":[]}`}}, 0},
+			deployScenario{status: []string{`200 {"ok":false,"reason":"unauthorized: sending to event hub prod.test2","last_drains":[]}`}}, 1},
 		{"key vault", "Key Vault references not resolved: KAFKA_SASL_PASSWORD",
-			deployScenario{refs: []string{"KAFKA_SASL_PASSWORD"}}, 1},
+			deployScenario{refs: []string{"KAFKA_SASL_PASSWORD"}}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runDeployScenario(t, tc.sc, []string{"CI=true", "DEPLOY_READY_TIMEOUT=3", "DEPLOY_POLL_INTERVAL=1", "DEPLOY_RESTART_INTERVAL=300"})
@@ -471,7 +648,7 @@ func TestDeployLeavesTheTimerDisabledWhenNotReady(t *testing.T) {
 				t.Errorf("stderr %q, want one line naming %q and the disabled timer", r.stderr, tc.reason)
 			}
 			if n := r.count(restartCall); n != tc.restarts {
-				t.Errorf("%d restarts, want %d; calls: %q", n, tc.restarts, r.calls)
+				t.Errorf("%d restarts, want %d (one to load the package, plus those for references); calls: %q", n, tc.restarts, r.calls)
 			}
 		})
 	}
@@ -519,8 +696,9 @@ func TestDeployPassesTheStateBackend(t *testing.T) {
 }
 
 // TestDeployDeploysEveryInstance (issue 25, item 4): with instances = N the
-// module lists N apps in output function_apps; the script zip-deploys the
-// package to each, and enables each app's timer only once that app's own
+// module lists N apps in output function_apps; the script uploads the one
+// package they all run, restarts each to load it, and enables each app's
+// timer only once that app's own
 // /api/status is ok with a drain. An app that never gets ready keeps its
 // timer disabled and the script fails naming it, while the ready one's
 // timer is on.
@@ -546,10 +724,10 @@ func TestDeployDeploysEveryInstance(t *testing.T) {
 		t.Fatalf("deploy failed: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
 	}
 	for _, app := range apps {
-		zip := r.index("curl POST https://" + app + ".scm.azurewebsites.net/api/zipdeploy")
+		zip := r.index("az functionapp restart --resource-group rg-ehmirror-prod --name " + app)
 		on := r.index(enable(app))
-		if zip < 0 || on < 0 {
-			t.Errorf("%s: zip deployment at %d, timer enabled at %d; calls: %q", app, zip, on, r.calls)
+		if zip < 0 || zip < r.index(uploadCall) || on < 0 {
+			t.Errorf("%s: restart after the upload at %d, timer enabled at %d; calls: %q", app, zip, on, r.calls)
 			continue
 		}
 		if last := r.lastIndex(status(app)); last < zip || last > on {
@@ -568,8 +746,8 @@ func TestDeployDeploysEveryInstance(t *testing.T) {
 	if r.index(enable(apps[0])) > r.index(enable(apps[1])) || r.index(enable(apps[2])) > r.index(enable(apps[1])) {
 		t.Errorf("the ready apps' timers must not wait for the slow one; calls: %q", r.calls)
 	}
-	if n := r.count("az account get-access-token"); n != 1 {
-		t.Errorf("%d Entra ID tokens for the zip deployments, want 1", n)
+	if n := r.count("az storage blob upload"); n != 1 {
+		t.Errorf("%d package uploads, want 1 (every app runs the one blob)", n)
 	}
 
 	r = runDeployScenario(t, deployScenario{

@@ -40,6 +40,12 @@ func TestTerraformStateIsRemoteAndPartial(t *testing.T) {
 		"--backend-config=key=",
 		"--backend-config=use_oidc=true",
 		"terraform_wrapper: false", // deploy.sh reads terraform output -raw
+		// Issue 44: the providers pinned with the registry's hashes for the
+		// runner's platform, and a fresh login for a long readiness wait.
+		"terraform -chdir=infra providers lock",
+		"-platform=linux_amd64",
+		"DEPLOY_AZ_LOGIN:",
+		"ACTIONS_ID_TOKEN_REQUEST_URL",
 	} {
 		if !strings.Contains(wf, want) {
 			t.Errorf("infra/examples/github-actions-deploy.yml lacks %q", want)

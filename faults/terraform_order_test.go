@@ -304,3 +304,26 @@ func attachedIdentities(app *hclBody) []string {
 	}
 	return out
 }
+
+// TestTerraformAppStartsAfterItsPrivateNetwork (issue 44, item 3): with
+// private endpoints on, an app created in parallel with them starts before
+// it can reach its vault, storage and namespace privately (its Key Vault
+// references fail, its package is unreachable). The app must depend, on a
+// reference path, on the private endpoints and on the DNS links that make
+// their names resolve to them.
+func TestTerraformAppStartsAfterItsPrivateNetwork(t *testing.T) {
+	root, err := parseHCLDir("../infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTFGraph(root)
+	for _, dep := range []string{"azurerm_private_endpoint.this", "azurerm_private_dns_zone_virtual_network_link.this"} {
+		if g.nodes[dep] == nil {
+			t.Errorf("%s is not in the module", dep)
+			continue
+		}
+		if g.path("azurerm_linux_function_app.this", dep) == nil {
+			t.Errorf("azurerm_linux_function_app.this does not wait for %s: Terraform creates them in parallel", dep)
+		}
+	}
+}

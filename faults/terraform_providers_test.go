@@ -84,9 +84,9 @@ func TestTerraformRegistersEveryResourceProvider(t *testing.T) {
 			t.Errorf("resource type %s needs %s, which is not in local.resource_providers %q", typ, ns, registered)
 		}
 	}
-	// Both READMEs tell an operator without */register/action what to
-	// register by hand: the same list.
-	for _, readme := range []string{"../README.md", "../infra/README.md"} {
+	// The deployment guide and infra/README.md tell an operator without
+	// */register/action what to register by hand: the same list.
+	for _, readme := range []string{"../docs/deploying.md", "../infra/README.md"} {
 		text := readFile(t, readme)
 		for _, ns := range registered {
 			if !strings.Contains(text, ns) {

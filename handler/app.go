@@ -23,8 +23,12 @@ import (
 type app struct {
 	settings config.Settings
 	problems config.Problems
-	logger   *slog.Logger
-	redactor *redactor
+	// unknownSettings are environment names that look like settings
+	// (KAFKA_*, MIRROR_*, …) but are not: most likely misspelt ones,
+	// whose values are ignored. They do not stop the mirror.
+	unknownSettings config.Problems
+	logger          *slog.Logger
+	redactor        *redactor
 
 	source  *kafka.Source
 	sink    *eventhubs.Sink

@@ -409,6 +409,10 @@ func testInvalidSettings(t *testing.T, app string) {
 		"MIRROR_MAX_DURATION": "soon",
 		"MIRROR_PARTITIONING": "random",
 		"MIRROR_SCHEDULE":     "0 */1 * * * *",
+		// Misspelt: reported with the closest setting, never ignored
+		// silently (issue 47 item 2).
+		"MIRROR_MAX_DURATON": "5m",
+		"KAFKA_GROUPS":       "orders",
 	}
 	h, front := startHost(t, app, settings, out)
 	res, err := h.InvokeTimer(context.Background(), "MirrorTimer", funchost.TimerInvocation{})
@@ -427,20 +431,33 @@ func testInvalidSettings(t *testing.T, app string) {
 	if code != http.StatusServiceUnavailable || len(status["problems"].([]any)) != 3 {
 		t.Fatalf("status: %d %s", code, raw)
 	}
-	// Each setting problem says what to do and links to the README, in
+	// Each setting problem says what to do and links to the docs, in
 	// the JSON, on the page and in the startup log line.
 	for _, p := range status["problems"].([]any) {
 		pm, _ := p.(map[string]any)
-		if !strings.HasPrefix(fmt.Sprint(pm["remedy"]), "set `"+fmt.Sprint(pm["setting"])+"`") || !strings.Contains(fmt.Sprint(pm["doc"]), "README.md#settings") {
-			t.Errorf("setting problem without its remedy and README link: %v", pm)
+		if !strings.HasPrefix(fmt.Sprint(pm["remedy"]), "set `"+fmt.Sprint(pm["setting"])+"`") || !strings.Contains(fmt.Sprint(pm["doc"]), "docs/settings.md") {
+			t.Errorf("setting problem without its remedy and docs link: %v", pm)
 		}
 	}
 	_, _, page := call(t, "GET", front.URL+"/api/status?format=html&code="+h.Keys().DefaultKey(), "")
-	if !strings.Contains(page, "What to do: set `MIRROR_PARTITIONING` to hash, kafka-murmur2, preserve or round-robin;") || !strings.Contains(page, `README.md#settings">README</a>`) {
+	if !strings.Contains(page, "What to do: set `MIRROR_PARTITIONING` to hash, kafka-murmur2, preserve or round-robin;") || !strings.Contains(page, `docs/settings.md">docs</a>`) {
 		t.Errorf("the page does not say what to do about the settings: %s", page)
 	}
 	if !strings.Contains(out.String(), "remedy=\"set `MIRROR_PARTITIONING` to hash") {
 		t.Errorf("the startup line of a setting problem has no remedy: %s", out)
+	}
+	for _, want := range []string{"MIRROR_MAX_DURATON: is not a setting and is ignored; did you mean `MIRROR_MAX_DURATION`?", "KAFKA_GROUPS: is not a setting and is ignored; did you mean `KAFKA_GROUP`?"} {
+		if !strings.Contains(out.String(), "level=WARN msg=\"setting problem: "+want) {
+			t.Errorf("no startup line %q: %s", want, out)
+		}
+		name, msg, _ := strings.Cut(want, ": ")
+		before, _, _ := strings.Cut(want, "`")
+		if !strings.Contains(raw, `{"setting":"`+name+`","message":"`+msg+`"`) || !strings.Contains(page, before) {
+			t.Errorf("the status does not report %q: %s", want, raw)
+		}
+	}
+	if !strings.Contains(out.String(), "settings_ok=false unknown_settings=2") {
+		t.Errorf("the ready line does not count the unknown settings: %s", out)
 	}
 	if strings.Contains(raw+page+out.String(), eventHubsKey) {
 		t.Error("a secret leaked")

@@ -59,12 +59,16 @@ func run() error {
 	}
 
 	a := newApp(os.Getenv, logger, redactor)
+	a.unknownSettings = config.UnknownSettings(os.Environ())
 	sizeGC(logger, a.settings.InFlightBytes)
 	// Setting problems go to stderr, which the host logs at Error, as
 	// structured lines with time and level.
 	errLogger := slog.New(slog.NewTextHandler(redactor.Writer(os.Stderr), nil))
 	for _, p := range a.problems {
 		errLogger.Error("setting problem: "+p.String(), "setting", p.Setting, "remedy", p.Remedy, "doc", p.Doc)
+	}
+	for _, p := range a.unknownSettings {
+		errLogger.Warn("setting problem: "+p.String(), "setting", p.Setting, "remedy", p.Remedy, "doc", p.Doc)
 	}
 	// Each HTTP function gets its own deadline: the host never cancels a
 	// request to the handler.
@@ -75,7 +79,7 @@ func run() error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0)
+	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0 && len(a.unknownSettings) == 0, "unknown_settings", len(a.unknownSettings))
 	go a.logReadiness(ctx)
 	if a.instances != nil {
 		go a.instances.Run(ctx, func() ([]mirror.RunningDrain, []*mirror.Report) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -50,8 +51,12 @@ func decodeBody(body string, v any) error {
 			return &mirror.InputError{Field: "topics", Message: err.Error()}
 		}
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return &mirror.InputError{Field: te.Field, Message: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "body"
+			}
+			return &mirror.InputError{Field: field, Message: fmt.Sprintf("want %s, got JSON %s", jsonKind(te.Type), te.Value)}
 		}
 		if _, field, ok := strings.Cut(err.Error(), "unknown field "); ok {
 			if name := strings.Trim(field, `"`); name != "" && !strings.ContainsAny(name, "\n\r") {
@@ -65,6 +70,32 @@ func decodeBody(body string, v any) error {
 		return &mirror.InputError{Field: "body", Message: "want a single JSON object"}
 	}
 	return nil
+}
+
+// jsonKind names the JSON a Go type decodes from, for error messages that
+// must not name Go types ("a JSON object", not main.catchUpBody).
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a JSON object"
+	}
+	return "another value"
 }
 
 // parseOffsetsBody turns the body of POST /api/offsets into a reset

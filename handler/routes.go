@@ -137,9 +137,12 @@ func (a *app) problemLines() []string {
 // settingCauses are the setting problems as causes, with their remedies,
 // for the page.
 func (a *app) settingCauses() []mirror.Cause {
-	out := make([]mirror.Cause, len(a.problems))
-	for i, p := range a.problems {
-		out[i] = mirror.Cause{Kind: "setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc}
+	out := make([]mirror.Cause, 0, len(a.problems)+len(a.unknownSettings))
+	for _, p := range a.problems {
+		out = append(out, mirror.Cause{Kind: "setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc})
+	}
+	for _, p := range a.unknownSettings {
+		out = append(out, mirror.Cause{Kind: "unknown setting", Summary: "setting problem: " + p.String(), Where: []string{p.Setting}, Since: a.loaded, Remedy: p.Remedy, Doc: p.Doc})
 	}
 	return out
 }
@@ -192,38 +195,36 @@ type catchUpBody struct {
 }
 
 // parseCatchUpBody reads the request body; an empty body selects defaults.
-func parseCatchUpBody(body string, limit time.Duration) (mirror.CatchUpRequest, error) {
+// Its errors are *mirror.InputError naming the field, like the other
+// routes' (decodeBody); the selection's topics are checked against the
+// mirrored ones by the caller.
+func parseCatchUpBody(body string, limit time.Duration) (mirror.CatchUpRequest, mirror.TopicSelection, error) {
 	req := mirror.CatchUpRequest{MaxDuration: limit}
-	if strings.TrimSpace(body) == "" {
-		return req, nil
-	}
 	var b catchUpBody
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return req, fmt.Errorf("body: want a JSON object like {\"topics\":\"prod\\\\..*\",\"max_duration\":\"5m\"}: %v", err)
+	if strings.TrimSpace(body) == "" {
+		return req, b.Topics, nil
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return req, errors.New("body: want a single JSON object")
+	if err := decodeBody(body, &b); err != nil {
+		return req, b.Topics, err
 	}
 	if !b.Topics.Empty() {
 		f, err := b.Topics.Filter()
 		if err != nil {
-			return req, fmt.Errorf("body: topics: %v", err)
+			return req, b.Topics, &mirror.InputError{Field: "topics", Message: err.Error()}
 		}
 		req.Topics, req.TopicsPattern = &f, b.Topics.String()
 	}
 	if b.MaxDuration != "" {
 		d, err := time.ParseDuration(b.MaxDuration)
 		if err != nil || d <= 0 {
-			return req, fmt.Errorf("body: max_duration %q: want a positive duration such as 5m", b.MaxDuration)
+			return req, b.Topics, &mirror.InputError{Field: "max_duration", Message: fmt.Sprintf("%q: want a positive duration such as 5m", b.MaxDuration)}
 		}
 		if d > limit {
-			return req, fmt.Errorf("body: max_duration %s exceeds %s (%s)", d, config.MirrorCatchUpDuration, limit)
+			return req, b.Topics, &mirror.InputError{Field: "max_duration", Message: fmt.Sprintf("%s exceeds %s (%s)", d, config.MirrorCatchUpDuration, limit)}
 		}
 		req.MaxDuration = d
 	}
-	return req, nil
+	return req, b.Topics, nil
 }
 
 // catchUp starts a background catch-up, or returns the active one.
@@ -235,13 +236,21 @@ func (a *app) catchUp(c echo.Context) error {
 	if len(a.problems) > 0 {
 		return a.respondHTTP(c, http.StatusServiceUnavailable, map[string]any{"error": "invalid settings", "problems": a.problems}, a.problemLines()...)
 	}
-	cr, err := parseCatchUpBody(req.Body, a.settings.CatchUpMaxDuration)
+	cr, sel, err := parseCatchUpBody(req.Body, a.settings.CatchUpMaxDuration)
 	if err != nil {
-		return a.respondHTTP(c, http.StatusBadRequest, map[string]string{"error": err.Error()}, "catch-up refused: "+err.Error())
+		return a.opsError(c, "catch-up", err)
+	}
+	if !sel.Empty() {
+		// Topics that match no mirrored topic are refused, as pause and
+		// offsets refuse them, rather than started as a run that drains
+		// nothing.
+		if _, err := a.service.Mirror().SelectTopics(c.Request().Context(), "topics", sel); err != nil {
+			return a.opsError(c, "catch-up", err)
+		}
 	}
 	st, started, err := a.service.StartCatchUp(cr)
 	if err != nil {
-		return a.respondHTTP(c, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return a.opsError(c, "catch-up", err)
 	}
 	if started {
 		// The run's status URL may be polled through any instance.
@@ -252,12 +261,39 @@ func (a *app) catchUp(c echo.Context) error {
 	if !started {
 		status, msg = http.StatusOK, "catch-up "+st.ID+" already running"
 	}
-	out, err := functions.JSONOutput(status, map[string]any{"id": st.ID, "started": started, "status_url": statusURL, "run": st})
+	body := map[string]any{"id": st.ID, "started": started, "status_url": statusURL, "status_key": statusKeyNote, "run": st}
+	if f := followingDrain(a.service.Mirror().Running()); f != nil {
+		body["follower"] = f
+		body["note"] = followerNote(*f)
+	}
+	out, err := functions.JSONOutput(status, body)
 	if err != nil {
 		return err
 	}
 	out.Headers["Location"] = statusURL
 	return a.respond(c, http.StatusOK, functions.HTTPResponse(resBinding, out, msg))
+}
+
+// statusKeyNote tells the caller of a catch-up how to call its status_url:
+// the URL carries no function key (it ends up in logs and dashboards).
+const statusKeyNote = "status_url needs the function key this request used: append &code=<function key>, or send it in the x-functions-key header"
+
+// followingDrain returns the timer's following drain running in this
+// instance (MIRROR_FOLLOW), if any.
+func followingDrain(running []mirror.RunningDrain) *mirror.RunningDrain {
+	for i := range running {
+		if !running[i].FollowUntil.IsZero() {
+			return &running[i]
+		}
+	}
+	return nil
+}
+
+// followerNote says what a catch-up started beside a following drain does:
+// the partitions that drain holds are being mirrored by it.
+func followerNote(f mirror.RunningDrain) string {
+	return fmt.Sprintf("the timer's following drain %s (started %s, following until %s) is mirroring the %d partition(s) it holds in this instance; the catch-up leaves those to it (its report shows them busy) and drains the others; both show in /api/status",
+		f.Run, f.Started.UTC().Format(time.RFC3339), f.FollowUntil.UTC().Format(time.RFC3339), f.Partitions)
 }
 
 // statusURLFor returns the status URL of run id next to the catch-up URL,
@@ -281,18 +317,23 @@ func statusURLFor(catchUpURL, id string) string {
 
 // statusBody is the JSON of GET /api/status.
 type statusBody struct {
-	Time     time.Time              `json:"time"`
-	OK       bool                   `json:"ok"`
-	Reason   string                 `json:"reason,omitempty"`
-	Problems []config.Problem       `json:"problems"`
-	Health   *mirror.Health         `json:"health,omitempty"`
-	Config   map[string]string      `json:"config"`
-	Lag      *mirror.LagReport      `json:"lag,omitempty"`
-	LagError string                 `json:"lag_error,omitempty"`
-	CatchUp  *mirror.CatchUpStatus  `json:"catch_up,omitempty"`
-	Run      *mirror.CatchUpStatus  `json:"run,omitempty"`
-	CatchUps []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
-	Drains   []*mirror.Report       `json:"last_drains"`
+	Time     time.Time        `json:"time"`
+	OK       bool             `json:"ok"`
+	Reason   string           `json:"reason,omitempty"`
+	Problems []config.Problem `json:"problems"`
+	// UnknownSettings are app settings that look like the mirror's
+	// (KAFKA_*, MIRROR_*, EVENTHUBS*, CUTOVER_*, EHMIRROR_*) but are not
+	// settings, with the closest setting's name: their values are ignored.
+	// They do not make ok false.
+	UnknownSettings []config.Problem       `json:"unknown_settings,omitempty"`
+	Health          *mirror.Health         `json:"health,omitempty"`
+	Config          map[string]string      `json:"config"`
+	Lag             *mirror.LagReport      `json:"lag,omitempty"`
+	LagError        string                 `json:"lag_error,omitempty"`
+	CatchUp         *mirror.CatchUpStatus  `json:"catch_up,omitempty"`
+	Run             *mirror.CatchUpStatus  `json:"run,omitempty"`
+	CatchUps        []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
+	Drains          []*mirror.Report       `json:"last_drains"`
 	// Instance is the instance that answered: running, last_drains,
 	// throughput and catch_ups are its own; RunInstance is the one that
 	// runs (or ran) the catch-up of ?run=.
@@ -328,7 +369,7 @@ func (a *app) status(c echo.Context) error {
 	if !ok {
 		return err
 	}
-	body := statusBody{Time: time.Now(), Problems: a.problems, Config: a.settings.Summary(), Drains: []*mirror.Report{}}
+	body := statusBody{Time: time.Now(), Problems: a.problems, UnknownSettings: a.unknownSettings, Config: a.settings.Summary(), Drains: []*mirror.Report{}}
 	if body.Problems == nil {
 		body.Problems = config.Problems{}
 	}

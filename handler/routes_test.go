@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 func TestParseCatchUpBody(t *testing.T) {
@@ -11,6 +14,7 @@ func TestParseCatchUpBody(t *testing.T) {
 	for _, c := range []struct {
 		body    string
 		wantErr string
+		field   string
 		topics  string
 		dur     time.Duration
 	}{
@@ -18,19 +22,27 @@ func TestParseCatchUpBody(t *testing.T) {
 		{body: "  \n", dur: limit},
 		{body: `{}`, dur: limit},
 		{body: `{"topics":"prod\\.test1","max_duration":"5m"}`, topics: `prod\.test1`, dur: 5 * time.Minute},
-		{body: `{"topics":"("}`, wantErr: "topics"},
-		{body: `{"max_duration":"forever"}`, wantErr: "max_duration"},
-		{body: `{"max_duration":"-1m"}`, wantErr: "max_duration"},
-		{body: `{"max_duration":"2h"}`, wantErr: "exceeds MIRROR_CATCHUP_MAX_DURATION"},
-		{body: `{"topic":"x"}`, wantErr: `unknown field "topic"`},
-		{body: `[1,2]`, wantErr: "JSON object"},
-		{body: `{"topics":"a"} {"topics":"b"}`, wantErr: "single JSON object"},
-		{body: `{"topics":`, wantErr: "body"},
+		{body: `{"topics":"("}`, wantErr: "topics", field: "topics"},
+		{body: `{"topics":5}`, wantErr: "topic names", field: "topics"},
+		{body: `{"max_duration":"forever"}`, wantErr: "positive duration", field: "max_duration"},
+		{body: `{"max_duration":"-1m"}`, wantErr: "positive duration", field: "max_duration"},
+		{body: `{"max_duration":5}`, wantErr: "want a string, got JSON number", field: "max_duration"},
+		{body: `{"max_duration":"2h"}`, wantErr: "exceeds MIRROR_CATCHUP_MAX_DURATION", field: "max_duration"},
+		{body: `{"topic":"x"}`, wantErr: `unknown field`, field: "topic"},
+		{body: `[1,2]`, wantErr: "want a JSON object, got JSON array", field: "body"},
+		{body: `"x"`, wantErr: "want a JSON object, got JSON string", field: "body"},
+		{body: `{"topics":"a"} {"topics":"b"}`, wantErr: "single JSON object", field: "body"},
+		{body: `{"topics":`, wantErr: "malformed JSON", field: "body"},
 	} {
-		req, err := parseCatchUpBody(c.body, limit)
+		req, _, err := parseCatchUpBody(c.body, limit)
 		if c.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
-				t.Errorf("body %q: error %v, want one line containing %q", c.body, err, c.wantErr)
+			var ie *mirror.InputError
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") || !errors.As(err, &ie) || ie.Field != c.field {
+				t.Errorf("body %q: error %v, want one line containing %q naming the field %q", c.body, err, c.wantErr, c.field)
+			}
+			// Answers name JSON, never the handler's Go types (issue 47).
+			if err != nil && (strings.Contains(err.Error(), "main.") || strings.Contains(err.Error(), "Go value")) {
+				t.Errorf("body %q: error %q names a Go type", c.body, err)
 			}
 			continue
 		}
@@ -77,8 +89,8 @@ func FuzzParseCatchUpBody(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		_, err := parseCatchUpBody(body, time.Hour)
-		if err != nil && strings.Contains(err.Error(), "\n") {
+		_, _, err := parseCatchUpBody(body, time.Hour)
+		if err != nil && (strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "main.")) {
 			t.Fatalf("multi-line error: %q", err)
 		}
 	})

@@ -276,25 +276,36 @@ resource "azurerm_monitor_scheduled_query_rules_alert_v2" "this" {
 
 # Capture metrics cannot be exported to the workspace, so no log alert sees
 # a Capture that stopped writing (lost access to the storage account, the
-# container deleted): a metric alert on the namespace's CaptureBacklog.
-resource "azurerm_monitor_metric_alert" "capture_backlog" {
+# container deleted): a metric alert on the namespace. It fires only when
+# events arrived and nothing was captured over the window. A backlog alone
+# (CaptureBacklog) is normal on a busy namespace: Capture writes each time
+# window (up to 15 minutes), and in between the backlog is never 0.
+resource "azurerm_monitor_metric_alert" "capture_stopped" {
   count = var.alerts_enabled ? 1 : 0
 
-  name                = "${local.base}-capture-backlog"
-  description         = "Event Hubs Capture has had a backlog above ${var.alert_capture_backlog_threshold} events for a whole hour (CaptureBacklog, minimum over 1 hour): Capture is not writing. Check the namespace identity's access to the capture storage account and the container."
+  name                = "${local.base}-capture-stopped"
+  description         = "Event Hubs received events but Capture wrote none for ${var.alert_capture_window} (IncomingMessages > 0 and CapturedMessages = 0): Capture is not writing. Check the namespace identity's access to the capture storage account (Storage Blob Data Contributor), the container, and the account's firewall (trusted services)."
   resource_group_name = local.resource_group.name
   scopes              = [azurerm_eventhub_namespace.this.id]
   severity            = 2
   frequency           = "PT15M"
-  window_size         = "PT1H"
+  window_size         = var.alert_capture_window
   auto_mitigate       = true
 
+  # Both criteria must hold (a metric alert ANDs its criteria).
   criteria {
     metric_namespace = "Microsoft.EventHub/namespaces"
-    metric_name      = "CaptureBacklog"
-    aggregation      = "Minimum"
+    metric_name      = "IncomingMessages"
+    aggregation      = "Total"
     operator         = "GreaterThan"
-    threshold        = var.alert_capture_backlog_threshold
+    threshold        = 0
+  }
+  criteria {
+    metric_namespace = "Microsoft.EventHub/namespaces"
+    metric_name      = "CapturedMessages"
+    aggregation      = "Total"
+    operator         = "LessThanOrEqual"
+    threshold        = 0
   }
 
   dynamic "action" {
@@ -305,6 +316,12 @@ resource "azurerm_monitor_metric_alert" "capture_backlog" {
   }
 
   tags = local.tags
+}
+
+# The alert that fired on every busy hour is replaced, not kept.
+moved {
+  from = azurerm_monitor_metric_alert.capture_backlog
+  to   = azurerm_monitor_metric_alert.capture_stopped
 }
 
 # Alerts that notify nobody are easy to miss: say so in every plan.

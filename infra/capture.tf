@@ -45,14 +45,16 @@ resource "azurerm_role_assignment" "namespace_capture_blob" {
   description          = "Event Hubs Capture writes Avro files of every hub."
 }
 
-# Enabling Capture checks that the caller may write the destination container.
+# Enabling or updating Capture checks that the caller may write the
+# destination container: every deployer (deployer_object_ids), whoever runs
+# this apply, so that the pipeline can update a hub a person created.
 resource "azurerm_role_assignment" "deployer_capture_blob" {
-  count = var.grant_deployer_capture_access ? 1 : 0
+  for_each = var.grant_deployer_capture_access ? toset(var.deployer_object_ids) : toset([])
 
   scope                = azurerm_storage_account.capture.id
   role_definition_name = "Storage Blob Data Contributor"
-  principal_id         = data.azurerm_client_config.current.object_id
-  description          = "Identity running terraform may enable Capture to this account."
+  principal_id         = each.value
+  description          = "ehmirror deployer (deployer_object_ids) may enable and update Capture to this account."
 }
 
 # Enabling Capture checks the namespace identity's and the caller's access to
@@ -64,7 +66,7 @@ resource "time_sleep" "capture_roles" {
   triggers = {
     role_assignment_ids = join(",", concat(
       [azurerm_role_assignment.namespace_capture_blob.id],
-      azurerm_role_assignment.deployer_capture_blob[*].id,
+      [for ra in azurerm_role_assignment.deployer_capture_blob : ra.id],
     ))
   }
 }

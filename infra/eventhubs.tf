@@ -10,7 +10,7 @@ resource "azurerm_eventhub_namespace" "this" {
 
   minimum_tls_version           = "1.2"
   local_authentication_enabled  = var.eventhubs_local_authentication_enabled
-  public_network_access_enabled = var.eventhubs_public_network_access_enabled
+  public_network_access_enabled = local.eventhubs_public_network_access_enabled
 
   # Capture writes to Blob storage with this identity (see capture.tf).
   identity {

@@ -1,9 +1,6 @@
 # Storage of the function app itself: AzureWebJobsStorage (host keys, timer
-# schedule status, the timer's singleton lock) through the app's identity,
-# and the content share that Elastic Premium needs. Azure Files does not
-# support managed identity for the content share, so its connection string
-# (with the account key) is a Key Vault secret (storage.tf), never a plain
-# app setting, and Shared Key stays on for this account.
+# schedule status, the timer's singleton lock) and the function package,
+# both through the app's identity (storage.tf): no content share, no key.
 resource "azurerm_storage_account" "function" {
   name                     = local.names.function_storage_account
   resource_group_name      = local.resource_group.name
@@ -16,8 +13,9 @@ resource "azurerm_storage_account" "function" {
   https_traffic_only_enabled      = true
   allow_nested_items_to_be_public = false
 
-  # The content share is mounted with the account key (storage.tf).
-  shared_access_key_enabled = true
+  # Nothing uses the account key: the host and the package read through
+  # the app's identity, deploy.sh uploads with Entra ID (storage.tf).
+  shared_access_key_enabled = false
 
   # Private networking (network.tf): no public access but trusted services
   # and the given IP ranges; the app reaches it through private endpoints.
@@ -49,7 +47,7 @@ locals {
   # references; FUNCTIONS_WORKER_RUNTIME comes from use_custom_runtime and
   # AzureWebJobsStorage__accountName from storage_account_name with
   # storage_uses_managed_identity (storage.tf adds its identity settings and
-  # the content share's). A reference
+  # the package's). A reference
   # without a version ("<versionless id>/") follows rotation: the platform
   # picks up a new secret version within a day, or at the next restart.
   kafka_secret_references = {
@@ -57,8 +55,8 @@ locals {
     setting => "@Microsoft.KeyVault(SecretUri=${secret.versionless_id}/)"
   }
 
-  # Zip deployment of the prebuilt package (scripts/deploy.sh): run it as
-  # the mounted package, no remote (Oryx) build.
+  # The prebuilt package runs from its blob (storage.tf), no remote (Oryx)
+  # build.
   #
   # The timer starts disabled on a new app: scripts/deploy.sh enables it once
   # /api/status shows that the app reads Kafka and sends to the hubs (role
@@ -66,7 +64,6 @@ locals {
   # later changes to it (lifecycle below), and an existing app keeps its
   # timer running.
   platform_app_settings = {
-    WEBSITE_RUN_FROM_PACKAGE       = "1"
     SCM_DO_BUILD_DURING_DEPLOYMENT = "false"
 
     "AzureWebJobs.MirrorTimer.Disabled" = "true"
@@ -128,11 +125,16 @@ resource "azurerm_linux_function_app" "this" {
   storage_account_name          = azurerm_storage_account.function.name
   storage_uses_managed_identity = true
 
+  # No Azure Files content share: the app runs its package from a blob
+  # (storage.tf). The provider adds no WEBSITE_CONTENT* setting with an
+  # identity; this says so for every later version too.
+  content_share_force_disabled = true
+
   functions_extension_version = "~4"
   https_only                  = true
 
   # No basic authentication (publishing credentials) at all: scripts/deploy.sh
-  # zip-deploys to the SCM site with an Entra ID token; FTP is not used.
+  # uploads the package to its blob with Entra ID; FTP and SCM are not used.
   ftp_publish_basic_authentication_enabled       = false
   webdeploy_publish_basic_authentication_enabled = false
 
@@ -175,9 +177,15 @@ resource "azurerm_linux_function_app" "this" {
   tags = local.tags
 
   # The identity's roles exist, and had time to propagate, before the app
-  # starts and resolves its Key Vault references; its content share exists
-  # (the platform does not create it: WEBSITE_SKIP_CONTENTSHARE_VALIDATION).
-  depends_on = [time_sleep.function_app_roles, azurerm_storage_share.content]
+  # starts and resolves its Key Vault references. With private endpoints,
+  # the app starts only once they and the DNS links that resolve them
+  # exist, so that its first start reaches the vault, its storage and the
+  # namespace privately (network.tf).
+  depends_on = [
+    time_sleep.function_app_roles,
+    azurerm_private_endpoint.this,
+    azurerm_private_dns_zone_virtual_network_link.this,
+  ]
 
   lifecycle {
     # Set by scripts/deploy.sh once the app is ready (see platform_app_settings).
@@ -220,13 +228,13 @@ resource "azurerm_role_assignment" "function_app" {
     key_vault_secrets = {
       scope       = azurerm_key_vault.this.id
       role        = "Key Vault Secrets User"
-      description = "ehmirror function app resolves the Key Vault references of its Kafka credentials and content share."
+      description = "ehmirror function app resolves the Key Vault references of its Kafka credentials."
     }
     # The Functions host's storage with an identity (AzureWebJobsStorage__*),
     # on the app's own account only: blobs for host keys, the timer's
     # schedule status and its singleton lock (blob leases), created
-    # containers; queues for the host's internal queues; tables for its
-    # diagnostic events.
+    # containers, and reading the package (WEBSITE_RUN_FROM_PACKAGE); queues
+    # for the host's internal queues; tables for its diagnostic events.
     host_storage_blob = {
       scope       = azurerm_storage_account.function.id
       role        = "Storage Blob Data Owner"

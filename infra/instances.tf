@@ -22,10 +22,7 @@ locals {
   ]
 
   per_instance_app_settings = [
-    for i in range(var.instances) : merge(
-      { WEBSITE_CONTENTSHARE = azurerm_storage_share.content[i].name },
-      i == 0 ? {} : { AzureFunctionsWebHost__hostid = local.function_host_ids[i] },
-    )
+    for i in range(var.instances) : i == 0 ? {} : { AzureFunctionsWebHost__hostid = local.function_host_ids[i] }
   ]
 }
 

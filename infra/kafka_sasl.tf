@@ -227,12 +227,14 @@ resource "azurerm_key_vault_secret" "kafka_sasl_token" {
 
   name         = each.value
   key_vault_id = azurerm_key_vault.this.id
-  value = lookup({
+  # Write-only (keyvault.tf): in neither the state nor the plan.
+  value_wo = lookup({
     KAFKA_SASL_OAUTH_CLIENT_SECRET   = var.kafka_oauth_client_secret
     KAFKA_SASL_AWS_SECRET_ACCESS_KEY = var.kafka_aws_secret_access_key
     KAFKA_SASL_AWS_SESSION_TOKEN     = var.kafka_aws_session_token
   }, each.key)
-  content_type = "text/plain"
+  value_wo_version = var.key_vault_secrets_version
+  content_type     = "text/plain"
 
   tags = local.tags
 

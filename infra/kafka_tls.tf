@@ -66,12 +66,14 @@ resource "azurerm_key_vault_secret" "kafka_tls_client" {
 
   name         = each.value
   key_vault_id = azurerm_key_vault.this.id
-  value = lookup({
+  # Write-only (keyvault.tf): in neither the state nor the plan.
+  value_wo = lookup({
     KAFKA_TLS_CERT_PEM     = var.kafka_tls_cert_pem
     KAFKA_TLS_KEY_PEM      = var.kafka_tls_key_pem
     KAFKA_TLS_KEY_PASSWORD = var.kafka_tls_key_password
   }, each.key)
-  content_type = each.key == "KAFKA_TLS_KEY_PASSWORD" ? "text/plain" : "application/x-pem-file"
+  value_wo_version = var.key_vault_secrets_version
+  content_type     = each.key == "KAFKA_TLS_KEY_PASSWORD" ? "text/plain" : "application/x-pem-file"
 
   tags = local.tags
 

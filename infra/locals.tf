@@ -49,8 +49,8 @@ locals {
   ]
 
   # --- event hubs ------------------------------------------------------------
-  # Public Azure cloud; other clouds use another DNS suffix.
-  eventhubs_fqdn = "${azurerm_eventhub_namespace.this.name}.servicebus.windows.net"
+  # The DNS suffix of var.azure_cloud (network.tf).
+  eventhubs_fqdn = "${azurerm_eventhub_namespace.this.name}.${local.cloud_dns[var.azure_cloud].servicebus}"
 
   consumer_groups = merge([
     for hub_name, hub in var.event_hubs : {

@@ -67,3 +67,22 @@ output "function_app_possible_outbound_ip_addresses" {
   description = "Every IP address the function apps may connect from (its plan's whole outbound pool, not only the current ones): allow these on a Kafka firewall. With VNet integration, vnet_route_all_enabled and a NAT gateway on the subnet, the app connects from the NAT gateway's IP instead."
   value       = sort(distinct(flatten(azurerm_linux_function_app.this[*].possible_outbound_ip_address_list)))
 }
+
+# scripts/deploy.sh uploads the package here (storage.tf); every app runs it
+# from url.
+output "function_package" {
+  description = "Where the function apps' package lives: storage account, container, blob name and URL (WEBSITE_RUN_FROM_PACKAGE)."
+  value = {
+    storage_account_name = azurerm_storage_account.function.name
+    container_name       = azurerm_storage_container.packages.name
+    blob_name            = local.function_package_blob
+    url                  = local.function_package_url
+  }
+}
+
+# scripts/deploy.sh closes the firewalls in a second apply when this is
+# true and the first apply kept them open to create the apps.
+output "restrict_public_network_access" {
+  description = "Whether the vault's and the storage accounts' firewalls are meant to be closed (restrict_public_network_access)."
+  value       = var.restrict_public_network_access
+}

@@ -118,9 +118,9 @@ variable "eventhubs_local_authentication_enabled" {
 }
 
 variable "eventhubs_public_network_access_enabled" {
-  description = "Allow access to the namespace from public networks. Set false only with private endpoints in place (not created here)."
+  description = "Allow access to the namespace from public networks. Null (default) follows restrict_public_network_access: public unless that is on, then private (the app reaches the namespace through its private endpoint)."
   type        = bool
-  default     = true
+  default     = null
 }
 
 variable "event_hubs" {
@@ -247,7 +247,7 @@ variable "capture_storage_replication_type" {
 }
 
 variable "grant_deployer_capture_access" {
-  description = "Grant the identity running terraform Storage Blob Data Contributor on the Capture storage account; enabling Capture checks that the caller may write the container. Set false if it already holds such a role there (a duplicate assignment fails)."
+  description = "Grant each of deployer_object_ids Storage Blob Data Contributor on the Capture storage account; enabling or updating Capture checks that the caller may write the container. Set false if they already hold such a role there (a duplicate assignment fails)."
   type        = bool
   default     = true
 }
@@ -279,7 +279,7 @@ variable "function_maximum_elastic_worker_count" {
 }
 
 variable "instances" {
-  description = "Function apps to run, 1-10, all in one Kafka consumer group (KAFKA_GROUP): the group spreads the topics' partitions over their drains, and each app's timer runs one drain at a time. More apps than partitions leave some idle. Each app has its own name (<name>, <name>-2, ...) and content share; the identity, its roles and the plan are shared."
+  description = "Function apps to run, 1-10, all in one Kafka consumer group (KAFKA_GROUP): the group spreads the topics' partitions over their drains, and each app's timer runs one drain at a time. More apps than partitions leave some idle. Each app has its own name (<name>, <name>-2, ...) and Functions host ID; the identity, its roles, the package and the plan are shared."
   type        = number
   default     = 1
 
@@ -290,7 +290,7 @@ variable "instances" {
 }
 
 variable "function_storage_replication_type" {
-  description = "Replication of the function app's own storage account (AzureWebJobsStorage, content share)."
+  description = "Replication of the function app's own storage account (AzureWebJobsStorage, the function package)."
   type        = string
   default     = "LRS"
 
@@ -335,9 +335,30 @@ variable "key_vault_purge_protection_enabled" {
 }
 
 variable "grant_deployer_key_vault_access" {
-  description = "Grant the identity running terraform Key Vault Secrets Officer on the vault so it can write the Kafka secrets. Set false if it already holds a role there that allows it (a duplicate assignment fails)."
+  description = "Grant each of deployer_object_ids Key Vault Secrets Officer on the vault so it can write the Kafka secrets. Set false if they already hold a role there that allows it (a duplicate assignment fails)."
   type        = bool
   default     = true
+}
+
+variable "deployer_object_ids" {
+  description = "Entra ID object IDs of every principal that runs the deployment: the people who run make deploy and the pipeline's service principal (or managed identity). Each gets Key Vault Secrets Officer on the vault (writes the Kafka secrets, and every plan reads them), Storage Blob Data Contributor on the package container (scripts/deploy.sh uploads the function package) and, with grant_deployer_capture_access, on the Capture account. Independent of who runs terraform: a pipeline that takes over from a person already holds its roles. A person: az ad signed-in-user show --query id -o tsv; a service principal: az ad sp show --id <client id> --query id -o tsv."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.deployer_object_ids) > 0 && alltrue([for id in var.deployer_object_ids : can(regex("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", id))])
+    error_message = "deployer_object_ids must list at least one Entra ID object ID (a GUID): yours (az ad signed-in-user show --query id -o tsv) and the pipeline's (az ad sp show --id <client id> --query id -o tsv)."
+  }
+}
+
+variable "key_vault_secrets_version" {
+  description = "Version of the Kafka secrets written to Key Vault. The secrets are write-only (value_wo: never in the state or the plan), so Terraform cannot see a changed value: raise this number by one whenever a secret's value changes (rotation), and the next apply writes every secret again as a new version."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.key_vault_secrets_version >= 1 && floor(var.key_vault_secrets_version) == var.key_vault_secrets_version
+    error_message = "key_vault_secrets_version must be a whole number >= 1; raise it by one to write changed secret values."
+  }
 }
 
 variable "role_propagation_wait" {
@@ -352,16 +373,16 @@ variable "role_propagation_wait" {
 }
 
 variable "additional_app_settings" {
-  description = "Extra app settings for the function app. Must not contain settings this module owns (the KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage* and content share settings, FUNCTIONS_WORKER_RUNTIME)."
+  description = "Extra app settings for the function app. Must not contain settings this module owns (the KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage*, WEBSITE_RUN_FROM_PACKAGE* and content share settings, FUNCTIONS_WORKER_RUNTIME)."
   type        = map(string)
   default     = {}
 
   validation {
     condition = alltrue([
       for k in keys(var.additional_app_settings) :
-      !can(regex("^(KAFKA_|EVENTHUBS__|MIRROR_|AzureWebJobsStorage|WEBSITE_CONTENT|AzureFunctionsWebHost__hostid)", k)) && !contains(["FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_SKIP_CONTENTSHARE_VALIDATION"], k)
+      !can(regex("^(KAFKA_|EVENTHUBS__|MIRROR_|AzureWebJobsStorage|WEBSITE_CONTENT|WEBSITE_RUN_FROM_PACKAGE|AzureFunctionsWebHost__hostid)", k)) && !contains(["FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_SKIP_CONTENTSHARE_VALIDATION"], k)
     ])
-    error_message = "additional_app_settings must not set KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage*, WEBSITE_CONTENT*, WEBSITE_SKIP_CONTENTSHARE_VALIDATION, AzureFunctionsWebHost__hostid, FUNCTIONS_WORKER_RUNTIME or FUNCTIONS_EXTENSION_VERSION; the module sets them."
+    error_message = "additional_app_settings must not set KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage*, WEBSITE_CONTENT* (a content share: the app runs without Azure Files), WEBSITE_RUN_FROM_PACKAGE*, WEBSITE_SKIP_CONTENTSHARE_VALIDATION, AzureFunctionsWebHost__hostid, FUNCTIONS_WORKER_RUNTIME or FUNCTIONS_EXTENSION_VERSION; the module sets them."
   }
 }
 

@@ -118,14 +118,14 @@ variable "alert_throttled_requests_threshold" {
   }
 }
 
-variable "alert_capture_backlog_threshold" {
-  description = "Alert when Event Hubs Capture's backlog (CaptureBacklog) stays above this many events for a whole hour (the minimum over the hour). 0: the backlog never emptied in an hour; under continuous traffic raise it to about one minute of incoming events."
-  type        = number
-  default     = 0
+variable "alert_capture_window" {
+  description = "Alert when the namespace received events (IncomingMessages) but Capture wrote none (CapturedMessages) over this window, an ISO 8601 duration: PT30M, PT1H (default), PT6H, PT12H or PT24H. It must be longer than the longest Capture time window (capture_interval_in_seconds, at most 15 minutes), so that a healthy Capture always writes within it."
+  type        = string
+  default     = "PT1H"
 
   validation {
-    condition     = var.alert_capture_backlog_threshold >= 0
-    error_message = "alert_capture_backlog_threshold must be >= 0."
+    condition     = contains(["PT30M", "PT1H", "PT6H", "PT12H", "PT24H"], var.alert_capture_window)
+    error_message = "alert_capture_window must be PT30M, PT1H, PT6H, PT12H or PT24H (longer than Capture's longest time window, 15 minutes)."
   }
 }
 

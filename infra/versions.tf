@@ -1,8 +1,9 @@
 terraform {
-  # Plans and applies need Terraform >= 1.6. The offline tests in tests/ use
+  # Plans and applies need Terraform >= 1.11 (write-only Key Vault secret
+  # values, keyvault.tf). The offline tests in tests/ use
   # mock providers and overrides, which need Terraform >= 1.7
   # (scripts/terraform-check.sh runs them with a suitable version).
-  required_version = ">= 1.6"
+  required_version = ">= 1.11"
 
   required_providers {
     azurerm = {

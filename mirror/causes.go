@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// ReadmeURL is the README the remedies link to.
-const ReadmeURL = "https://github.com/ehmirror/ehmirror/blob/main/README.md"
+// DocsURL is the folder of the documentation pages the remedies link to.
+const DocsURL = "https://github.com/ehmirror/ehmirror/blob/main/docs/"
 
 // Cause is the problems of one kind grouped into one line, with what to
 // do about them.
@@ -21,35 +21,36 @@ type Cause struct {
 	Where []string `json:"where"`
 	// Since is when the oldest of its problems started.
 	Since time.Time `json:"since"`
-	// Remedy says what to do; Doc links to the README section about it.
+	// Remedy says what to do; Doc links to the documentation section about it.
 	Remedy string `json:"remedy"`
 	Doc    string `json:"doc"`
 }
 
-// remedies are, per kind, what to do and the README section about it.
+// remedies are, per kind, what to do and the page and section (under
+// DocsURL) about it.
 var remedies = map[string][2]string{
-	KindUnauthorized: {"check the key in `EVENTHUBS` (a connection string with Send and Manage or Listen rights), or, with a managed identity (`EVENTHUBS__fullyQualifiedNamespace`), the *Azure Event Hubs Data Sender* role of the app's identity on the namespace", "settings"},
-	KindHubMissing:   {"create the event hub (Terraform `event_hubs`), or route the topic to an existing hub with `MIRROR_ROUTES`, or leave the topic out with `KAFKA_TOPICS_EXCLUDE`", "settings"},
-	KindThrottled:    {"Event Hubs throttles the sends: raise the namespace's capacity (`eventhubs_capacity`) or enable auto-inflate; the records are retried at the next drain", "performance"},
-	KindOversized:    {"a record is larger than the hub's maximum event size: use a tier with larger events, or set `MIRROR_OVERSIZE_POLICY=skip` to leave such records out", "what-arrives-in-event-hubs"},
-	KindGap:          {"Kafka retention removed records before they were mirrored: they are lost for the hub; raise the topic's retention, or the drains' budget (`MIRROR_MAX_DURATION`) so they keep up", "positions"},
-	KindRecreated:    {"the topic was deleted and recreated: check the `note` of its partitions and `MIRROR_GAP_POLICY`", "positions"},
-	KindStalled:      {"the committed offset does not advance while there is lag: look at the drain lines for errors, at a pause, or at another consumer in the group (`KAFKA_GROUP`)", "operating-it"},
-	KindKafka:        {"Kafka is not reachable or refuses the app: check `KAFKA_BROKERS`, the network path, and the TLS and SASL settings (`KAFKA_TLS*`, `KAFKA_SASL_*`)", "connecting-to-managed-kafka-services"},
-	KindCertificate:  {"renew the client certificate (`KAFKA_TLS_CERT_PEM`, `KAFKA_TLS_KEY_PEM`) before the broker refuses it; the warning period is `KAFKA_TLS_CERT_WARN_DAYS`", "client-certificates-mutual-tls"},
-	KindBehind:       {"records wait longer than `MIRROR_MAX_BACKLOG_AGE`: look at the other problems and the running drains (Event Hubs or Kafka unreachable, throttling, a stalled partition), or raise the drains' budget (`MIRROR_MAX_DURATION`) or start a catch-up (`POST /api/catchup`)", "operating-it"},
-	KindPausedLong:   {"a topic has been paused for longer than `MIRROR_MAX_PAUSE_AGE`: resume it (`POST /api/resume`) if the pause was forgotten; its records wait in Kafka and its committed position is kept", "operating-it"},
-	KindError:        {"sends or fetches keep failing: the message names the service and the error; check the network path and the service's health (Event Hubs namespace, Kafka brokers)", "operating-it"},
+	KindUnauthorized: {"check the key in `EVENTHUBS` (a connection string with Send and Manage or Listen rights), or, with a managed identity (`EVENTHUBS__fullyQualifiedNamespace`), the *Azure Event Hubs Data Sender* role of the app's identity on the namespace", "deploying.md#troubleshooting"},
+	KindHubMissing:   {"create the event hub (Terraform `event_hubs`), or route the topic to an existing hub with `MIRROR_ROUTES`, or leave the topic out with `KAFKA_TOPICS_EXCLUDE`", "settings.md#common"},
+	KindThrottled:    {"Event Hubs throttles the sends: raise the namespace's capacity (`eventhubs_capacity`) or enable auto-inflate; the records are retried at the next drain", "performance.md#at-the-namespaces-throughput-quota"},
+	KindOversized:    {"a record is larger than the hub's maximum event size: use a tier with larger events, or set `MIRROR_OVERSIZE_POLICY=skip` to leave such records out", "delivery.md#what-arrives-in-event-hubs"},
+	KindGap:          {"Kafka retention removed records before they were mirrored: they are lost for the hub; raise the topic's retention, or the drains' budget (`MIRROR_MAX_DURATION`) so they keep up", "delivery.md#positions"},
+	KindRecreated:    {"the topic was deleted and recreated: check the `note` of its partitions and `MIRROR_GAP_POLICY`", "delivery.md#positions"},
+	KindStalled:      {"the committed offset does not advance while there is lag: look at the drain lines for errors, at a pause, or at another consumer in the group (`KAFKA_GROUP`)", "operating.md#problem-kinds"},
+	KindKafka:        {"Kafka is not reachable or refuses the app: check `KAFKA_BROKERS`, the network path, and the TLS and SASL settings (`KAFKA_TLS*`, `KAFKA_SASL_*`)", "managed-kafka.md"},
+	KindCertificate:  {"renew the client certificate (`KAFKA_TLS_CERT_PEM`, `KAFKA_TLS_KEY_PEM`) before the broker refuses it; the warning period is `KAFKA_TLS_CERT_WARN_DAYS`", "managed-kafka.md#client-certificates-mutual-tls"},
+	KindBehind:       {"records wait longer than `MIRROR_MAX_BACKLOG_AGE`: look at the other problems and the running drains (Event Hubs or Kafka unreachable, throttling, a stalled partition), or raise the drains' budget (`MIRROR_MAX_DURATION`) or start a catch-up (`POST /api/catchup`)", "operating.md#problem-kinds"},
+	KindPausedLong:   {"a topic has been paused for longer than `MIRROR_MAX_PAUSE_AGE`: resume it (`POST /api/resume`) if the pause was forgotten; its records wait in Kafka and its committed position is kept", "operating.md#pause-and-resume"},
+	KindError:        {"sends or fetches keep failing: the message names the service and the error; check the network path and the service's health (Event Hubs namespace, Kafka brokers)", "operating.md#problem-kinds"},
 }
 
 // Remedy returns what to do about problems of kind and the link to the
-// README section about it.
+// documentation section about it.
 func Remedy(kind string) (remedy, doc string) {
 	r, ok := remedies[kind]
 	if !ok {
 		r = remedies[KindError]
 	}
-	return r[0], ReadmeURL + "#" + r[1]
+	return r[0], DocsURL + r[1]
 }
 
 // Causes groups problems by kind, most widespread first for the same

@@ -7,7 +7,7 @@ import (
 )
 
 // Problems of one kind on several hubs are one cause, with its remedy and
-// a link to the README; the generic errors come last.
+// a link to the documentation; the generic errors come last.
 func TestCausesGroupProblems(t *testing.T) {
 	since := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
 	var ps []Problem
@@ -24,14 +24,14 @@ func TestCausesGroupProblems(t *testing.T) {
 	if u.Summary != "unauthorized on 5 event hubs (InvalidSignature: the token has an invalid signature)" || len(u.Where) != 5 || !u.Since.Equal(since) {
 		t.Errorf("unauthorized cause: %+v", u)
 	}
-	if !strings.Contains(u.Remedy, "`EVENTHUBS`") || !strings.Contains(u.Remedy, "Azure Event Hubs Data Sender") || !strings.HasSuffix(u.Doc, "README.md#settings") {
+	if !strings.Contains(u.Remedy, "`EVENTHUBS`") || !strings.Contains(u.Remedy, "Azure Event Hubs Data Sender") || !strings.HasSuffix(u.Doc, "docs/deploying.md#troubleshooting") {
 		t.Errorf("remedy %q, doc %q", u.Remedy, u.Doc)
 	}
 	if cs[1].Summary != "gap on 1 partition (3 records were removed)" || cs[1].Where[0] != "t/2 -> t" {
 		t.Errorf("gap cause: %+v", cs[1])
 	}
 	for _, kind := range []string{KindUnauthorized, KindHubMissing, KindThrottled, KindOversized, KindGap, KindRecreated, KindStalled, KindKafka, KindCertificate, KindError} {
-		if r, doc := Remedy(kind); r == "" || !strings.Contains(doc, "README.md#") || remedies[kind][0] == "" {
+		if r, doc := Remedy(kind); r == "" || !strings.HasPrefix(doc, DocsURL) || remedies[kind][0] == "" {
 			t.Errorf("kind %q has no remedy of its own", kind)
 		}
 	}

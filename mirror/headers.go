@@ -14,7 +14,7 @@ import (
 // event was altered, or was not written by this mirror.
 var ErrHeaderProperties = errors.New("malformed header properties")
 
-// Header property mapping (see README, "What arrives in Event Hubs").
+// Header property mapping (see docs/delivery.md, "What arrives in Event Hubs").
 //
 // A header name is escaped: '%', '#' and every byte that is not part of
 // valid UTF-8 become %XX (two upper-case hex digits); every other character

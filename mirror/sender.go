@@ -387,7 +387,7 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 // than that window leaves quota unused, while a refused send costs no
 // quota. The service's own text asks for 4 seconds; with one sender per hub
 // partition, pauses of up to a second, spread by jitter, keep the namespace
-// at its quota (README, "At the namespace's throughput quota") and do not
+// at its quota (docs/performance.md, "At the namespace's throughput quota") and do not
 // hold up the senders of partitions that were not refused.
 const maxThrottlePause = time.Second
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Deploy the mirror to Azure: terraform apply (infra/), zip-deploy the
-# function package built by `make package` to every function app (the
-# module's `instances`, terraform output function_apps), wait until each
-# app is ready, then enable that app's timer.
+# Deploy the mirror to Azure: terraform apply (infra/), upload the function
+# package built by `make package` to its blob (terraform output
+# function_package), restart every function app (the module's `instances`,
+# terraform output function_apps) so that it runs that package, wait until
+# each app is ready, then enable that app's timer.
 #
 # Usage: bash scripts/deploy.sh [--yes|-y] [--backend-config=FILE|KEY=VALUE]…
 #                               [--local-state] [terraform apply arguments…]
@@ -30,9 +31,29 @@
 #   * dist/ehmirror-functionapp.zip from `make package`;
 #   * curl and jq.
 #
-# The zip deployment uses an Entra ID token of the az login (the app has
-# basic-auth publishing credentials off); the deployer needs Contributor or
-# Website Contributor on the app.
+# Package: the apps have no Azure Files content share (infra/storage.tf):
+# each runs the blob in WEBSITE_RUN_FROM_PACKAGE, read with its identity, so
+# no restart and no unmounted share can lose it. The upload uses the az
+# login's Entra ID identity (az storage blob upload --auth-mode login; no
+# key, no publishing credentials): it must be one of the module's
+# deployer_object_ids (Storage Blob Data Contributor on the container,
+# retried for DEPLOY_UPLOAD_TIMEOUT seconds, default 600, while that role
+# propagates) and needs Website Contributor (or Contributor) on the apps to
+# restart them.
+#
+# Private networking: the first apply that creates the apps keeps the
+# vault's and the storage accounts' firewalls open
+# (-var=network_firewall_open_for_create=true); when the module says
+# restrict_public_network_access, a second apply closes them before the
+# upload.
+#
+# Azure CLI login: a federated (OIDC) login cannot be renewed by az, and a
+# long run outlives its token (AADSTS700024). Before the upload and each
+# readiness round the script checks the login; when it expires within
+# DEPLOY_LOGIN_MARGIN seconds (default 300) or has expired, it runs
+# DEPLOY_AZ_LOGIN (a command that logs in again, e.g. with a fresh OIDC
+# token; see infra/examples/github-actions-deploy.yml) if set, else it stops
+# with one line saying so.
 #
 # Readiness: a new app starts with its timer disabled
 # (AzureWebJobs.MirrorTimer.Disabled=true, infra/functionapp.tf), because its
@@ -132,7 +153,17 @@ if [[ -n $LOCAL_STATE ]]; then
 	printf '# Written by scripts/deploy.sh --local-state: state on this machine only.\nterraform {\n  backend "local" {}\n}\n' >"$OVERRIDE"
 fi
 terraform -chdir="$ROOT/infra" init -input=false ${INIT_ARGS[@]+"${INIT_ARGS[@]}"}
-terraform -chdir="$ROOT/infra" apply -input=false ${APPLY_ARGS[@]+"${APPLY_ARGS[@]}"}
+# A deployment that creates the apps keeps the firewalls open while they are
+# created (network_firewall_open_for_create); a second apply closes them.
+if terraform -chdir="$ROOT/infra" output -json function_apps 2>/dev/null | jq -e 'length > 0' >/dev/null 2>&1; then
+	terraform -chdir="$ROOT/infra" apply -input=false ${APPLY_ARGS[@]+"${APPLY_ARGS[@]}"}
+else
+	terraform -chdir="$ROOT/infra" apply -input=false -var=network_firewall_open_for_create=true ${APPLY_ARGS[@]+"${APPLY_ARGS[@]}"}
+	if [[ $(terraform -chdir="$ROOT/infra" output -raw restrict_public_network_access) == true ]]; then
+		echo "==> apps created with the firewalls open; closing them (restrict_public_network_access, second apply)"
+		terraform -chdir="$ROOT/infra" apply -input=false ${APPLY_ARGS[@]+"${APPLY_ARGS[@]}"}
+	fi
+fi
 
 RG=$(terraform -chdir="$ROOT/infra" output -raw resource_group_name)
 # Every app of the module's `instances` (one Kafka consumer group), as
@@ -145,31 +176,59 @@ for line in "${APP_LINES[@]}"; do
 	HOSTS+=("${line#* }")
 done
 
+read -r PKG_ACCOUNT PKG_CONTAINER PKG_BLOB < <(terraform -chdir="$ROOT/infra" output -json function_package | jq -r '"\(.storage_account_name) \(.container_name) \(.blob_name)"')
+[[ -n ${PKG_BLOB:-} ]] || die "terraform output function_package names no blob for the package."
+
 READY_TIMEOUT=${DEPLOY_READY_TIMEOUT:-1800}
 POLL_INTERVAL=${DEPLOY_POLL_INTERVAL:-30}
 RESTART_INTERVAL=${DEPLOY_RESTART_INTERVAL:-300}
+UPLOAD_TIMEOUT=${DEPLOY_UPLOAD_TIMEOUT:-600}
+LOGIN_MARGIN=${DEPLOY_LOGIN_MARGIN:-300}
 
-# Secrets (the token, the function keys) go to curl in header files, never
+# Secrets (the function keys) go to curl in header files, never
 # on a command line or in the output.
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
 umask 077
 
-TOKEN=$(az account get-access-token --resource https://management.azure.com/ --query accessToken -o tsv) ||
-	die "could not get an Entra ID token from az."
-printf 'Authorization: Bearer %s\n' "$TOKEN" >"$SCRATCH/scm-auth"
-unset TOKEN
-for i in "${!APPS[@]}"; do
-	app=${APPS[$i]} host=${HOSTS[$i]}
-	# The app's SCM (Kudu) site: <app>.scm.<domain>.
-	scm=${host%%.*}.scm.${host#*.}
-	echo "==> zip deploy $PACKAGE to $app ($RG) with an Entra ID token"
-	code=$(curl -sS -o "$SCRATCH/zipdeploy.out" -w '%{http_code}' --max-time 1200 -X POST \
-		-H @"$SCRATCH/scm-auth" -H 'Content-Type: application/zip' \
-		--data-binary @"$PACKAGE" "https://$scm/api/zipdeploy") || code=000
-	[[ $code == 2?? ]] || die "zip deployment to https://$scm/api/zipdeploy failed (HTTP $code): $(head -c 300 "$SCRATCH/zipdeploy.out" 2>/dev/null)"
+# ensure_login: the az login stays valid for at least LOGIN_MARGIN seconds,
+# logging in again with DEPLOY_AZ_LOGIN when it would not (a federated
+# login cannot be renewed by az: AADSTS700024). Stops the script otherwise.
+ensure_login() {
+	local expires failed= code
+	expires=$(az account get-access-token --query expires_on -o tsv 2>"$SCRATCH/login.err") || failed=1
+	if [[ -z $failed ]] && { [[ ! $expires =~ ^[0-9]+$ ]] || ((expires - $(date +%s) > LOGIN_MARGIN)); }; then
+		return 0 # valid for long enough (or an az without expires_on)
+	fi
+	if [[ -z ${DEPLOY_AZ_LOGIN:-} ]]; then
+		# A person's login renews itself; only a failed token is fatal.
+		[[ -z $failed ]] && return 0
+		code=$(grep -o 'AADSTS[0-9]*' "$SCRATCH/login.err" | head -n1 || true)
+		die "the Azure CLI login has expired${code:+ ($code)}: a federated login cannot be renewed by az (AADSTS700024): set DEPLOY_AZ_LOGIN to a command that logs in again, or run the script again; timers not yet enabled stay disabled (AzureWebJobs.MirrorTimer.Disabled=true)."
+	fi
+	echo "==> the Azure CLI login expires within ${LOGIN_MARGIN}s: logging in again (DEPLOY_AZ_LOGIN)"
+	bash -c "$DEPLOY_AZ_LOGIN" >/dev/null 2>"$SCRATCH/login.err" ||
+		die "DEPLOY_AZ_LOGIN failed: $(head -c 300 "$SCRATCH/login.err"); timers not yet enabled stay disabled (AzureWebJobs.MirrorTimer.Disabled=true)."
+}
+
+# The package goes to its blob as the az login's identity. The deployer's
+# Storage Blob Data Contributor on the container may be minutes old: retry.
+ensure_login
+echo "==> uploading $PACKAGE to $PKG_ACCOUNT/$PKG_CONTAINER/$PKG_BLOB (Entra ID)"
+upload_start=$SECONDS
+until az storage blob upload --auth-mode login --account-name "$PKG_ACCOUNT" --container-name "$PKG_CONTAINER" \
+	--name "$PKG_BLOB" --file "$PACKAGE" --overwrite true --only-show-errors >/dev/null 2>"$SCRATCH/upload.err"; do
+	if ((SECONDS - upload_start >= UPLOAD_TIMEOUT)); then
+		die "uploading the package to $PKG_ACCOUNT/$PKG_CONTAINER failed for ${UPLOAD_TIMEOUT}s: $(head -c 300 "$SCRATCH/upload.err"). The az login must be in deployer_object_ids (Storage Blob Data Contributor on the container) and reach the account (restrict_public_network_access: from inside the VNet or network_allowed_ip_ranges)."
+	fi
+	echo "    upload refused ($(head -c 200 "$SCRATCH/upload.err" | tr '\n' ' ')); the role may still be propagating, retrying"
+	sleep "$POLL_INTERVAL"
 done
-rm -f "$SCRATCH/scm-auth"
+# Each app loads the package at its start: restart every one.
+for app in "${APPS[@]}"; do
+	echo "==> restarting $app ($RG) to run the package"
+	az functionapp restart --resource-group "$RG" --name "$app" >/dev/null
+done
 
 # function_key APP: the app's default host key, written to a header file.
 function_key() {
@@ -250,6 +309,7 @@ start=$SECONDS
 REASON=() LAST_RESTART=() RUN=() PENDING=("${!APPS[@]}")
 for i in "${PENDING[@]}"; do REASON[i]="no answer from /api/status yet"; done
 while :; do
+	ensure_login
 	still=()
 	for i in "${PENDING[@]}"; do
 		if check_app "$i"; then

@@ -5,8 +5,9 @@
 # service (needs node and npm).
 #
 # Works on a fresh machine that has only Go:
-#   * terraform: the one on PATH if it is >= 1.7 (mock providers), otherwise
-#     built with `go install github.com/hashicorp/terraform@v1.8.5`;
+#   * terraform: the one on PATH, which must be >= 1.11 (mock providers, and
+#     the write-only Key Vault secret values of infra/keyvault.tf). go install
+#     cannot build it (see TERRAFORM_MIN): without it the run fails;
 #   * azurerm: no registry access here, so the provider is built from the Go
 #     module proxy once (about 20 minutes) and cached outside the repository in
 #     ${EHMIRROR_CACHE:-$HOME/.cache/ehmirror}, then used via dev_overrides.
@@ -19,12 +20,11 @@ AZURERM_COMMIT=fae580791926
 # hashicorp/time (time_sleep: waits for role assignments to propagate).
 TIME_MODULE=github.com/hashicorp/terraform-provider-time
 TIME_VERSION=v0.14.2
-TERRAFORM_MODULE=github.com/hashicorp/terraform
-# Fallback when no terraform >= 1.7 is on PATH. 1.8.5 is the newest release
-# that `go install` can build: from 1.9 on, terraform's go.mod has replace
-# directives to nested modules (missing from the module zip), and go install
-# of e.g. v1.13.3 fails.
-TERRAFORM_VERSION=v1.8.5
+# The oldest terraform the module runs on (infra/versions.tf: write-only
+# arguments). No fallback build: 1.8.5 is the newest release `go install`
+# can build (from 1.9 on, terraform's go.mod has replace directives to
+# nested modules, missing from the module zip), and it is too old.
+TERRAFORM_MIN=1.11.0
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 INFRA=$ROOT/infra
@@ -103,22 +103,14 @@ unset TF_WORKSPACE TF_CLI_ARGS TF_CLI_ARGS_fmt TF_CLI_ARGS_test TF_CLI_ARGS_vali
 terraform_ok() {
 	local v
 	v=$("$1" version -json 2>/dev/null | sed -n 's/.*"terraform_version": *"\([0-9][0-9.]*\).*/\1/p')
-	[[ -n $v ]] || return 1 # "1.8.5-dev" (a go install build) counts as 1.8.5
-	# mock_provider / override_* in terraform test need >= 1.7
-	[[ $(printf '%s\n' "1.7.0" "$v" | sort -V | head -n1) == "1.7.0" ]]
+	[[ -n $v ]] || return 1
+	# write-only arguments (value_wo) need >= 1.11; mock_provider >= 1.7
+	[[ $(printf '%s\n' "$TERRAFORM_MIN" "$v" | sort -V | head -n1) == "$TERRAFORM_MIN" ]]
 }
 
 TERRAFORM=$(command -v terraform || true)
-if [[ -z $TERRAFORM ]] || ! terraform_ok "$TERRAFORM"; then
-	TF_BIN_DIR=$CACHE/terraform/$TERRAFORM_VERSION
-	TERRAFORM=$TF_BIN_DIR/terraform
-	if [[ ! -x $TERRAFORM ]]; then
-		say "terraform >= 1.7 not found on PATH; building $TERRAFORM_MODULE@$TERRAFORM_VERSION (a few minutes)…"
-		mkdir -p "$TF_BIN_DIR"
-		go_install "$TERRAFORM_MODULE@$TERRAFORM_VERSION" "$TF_BIN_DIR" terraform
-	fi
-	terraform_ok "$TERRAFORM" || die "$TERRAFORM does not work or is older than 1.7."
-fi
+[[ -n $TERRAFORM ]] || die "terraform is not on PATH: install terraform >= $TERRAFORM_MIN (the release binary; go install cannot build it)."
+terraform_ok "$TERRAFORM" || die "$TERRAFORM does not work or is older than $TERRAFORM_MIN (infra/keyvault.tf writes the secrets write-only, value_wo): install terraform >= $TERRAFORM_MIN."
 say "terraform: $TERRAFORM ($("$TERRAFORM" version | head -n1))"
 
 # --- azurerm provider -----------------------------------------------------------

@@ -51,7 +51,7 @@ func TestLagBarsAreLogarithmic(t *testing.T) {
 }
 
 // The page reloads itself without scripts, groups problems by cause with
-// the remedy and a README link, says how far behind in time and how long
+// the remedy and a docs link, says how far behind in time and how long
 // the backlog takes, shows the drain running now, and an unknown lag as
 // "unknown", not 0.
 func TestRenderTimeAndCauses(t *testing.T) {
@@ -77,7 +77,7 @@ func TestRenderTimeAndCauses(t *testing.T) {
 	page := out.String()
 	for _, want := range []string{
 		`<meta http-equiv="refresh" content="15">`,
-		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `README.md#settings">README</a>`, "since 2026-12-03 06:57:00Z (3 min)",
+		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `docs/deploying.md#troubleshooting">docs</a>`, "since 2026-12-03 06:57:00Z (3 min)",
 		"3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
 		`behind by <span id="behind-by">3 min 20 s</span>`, "1,000 records/s, 2.50 MB/s over the last 5 min", "next tick 2026-12-03 07:00:30Z",
 		`<table id="running">`, "1,234",

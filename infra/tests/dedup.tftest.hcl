@@ -15,6 +15,9 @@ variables {
   kafka_brokers          = ["10.0.0.4:9092"]
   kafka_sasl_username    = "mirror-user"
   kafka_sasl_password    = "a-secret"
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 run "deduplication_off_grants_no_listen" {

@@ -85,6 +85,9 @@ variables {
   kafka_brokers          = ["broker-0.kafka.example.com:9093", "broker-1.kafka.example.com:9093"]
   kafka_sasl_username    = "mirror-user"
   kafka_sasl_password    = "s3cr3t-Pa55word-do-not-leak"
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 run "event_hubs_default_to_one_day_retention" {
@@ -248,8 +251,9 @@ run "function_app_may_only_send" {
       for ra in concat(
         values(azurerm_role_assignment.function_app),
         [azurerm_role_assignment.namespace_capture_blob],
-        azurerm_role_assignment.deployer_capture_blob,
-        azurerm_role_assignment.deployer_key_vault_secrets,
+        values(azurerm_role_assignment.deployer_capture_blob),
+        values(azurerm_role_assignment.deployer_key_vault_secrets),
+        values(azurerm_role_assignment.deployer_packages),
       ) : "${ra.role_definition_name}@${ra.scope}" if ra.principal_id == "00000000-0000-0000-0000-0000000000f1"
       ]) == toset([
       "Azure Event Hubs Data Sender@${azurerm_eventhub_namespace.this.id}",
@@ -276,12 +280,14 @@ run "function_app_may_only_send" {
 
   assert {
     condition = (
-      azurerm_role_assignment.deployer_capture_blob[0].principal_id == "00000000-0000-0000-0000-0000000000de" &&
-      azurerm_role_assignment.deployer_key_vault_secrets[0].principal_id == "00000000-0000-0000-0000-0000000000de" &&
-      azurerm_role_assignment.deployer_key_vault_secrets[0].role_definition_name == "Key Vault Secrets Officer" &&
-      azurerm_role_assignment.deployer_key_vault_secrets[0].scope == azurerm_key_vault.this.id
+      azurerm_role_assignment.deployer_capture_blob["00000000-0000-0000-0000-0000000000de"].principal_id == "00000000-0000-0000-0000-0000000000de" &&
+      azurerm_role_assignment.deployer_key_vault_secrets["00000000-0000-0000-0000-0000000000de"].principal_id == "00000000-0000-0000-0000-0000000000de" &&
+      azurerm_role_assignment.deployer_key_vault_secrets["00000000-0000-0000-0000-0000000000de"].role_definition_name == "Key Vault Secrets Officer" &&
+      azurerm_role_assignment.deployer_key_vault_secrets["00000000-0000-0000-0000-0000000000de"].scope == azurerm_key_vault.this.id &&
+      azurerm_role_assignment.deployer_packages["00000000-0000-0000-0000-0000000000de"].role_definition_name == "Storage Blob Data Contributor" &&
+      azurerm_role_assignment.deployer_packages["00000000-0000-0000-0000-0000000000de"].scope == azurerm_storage_container.packages.id
     )
-    error_message = "The deployer (not the app) gets the write roles it needs for Capture and the secrets."
+    error_message = "The deployer (not the app) gets the write roles it needs for Capture, the secrets and the package."
   }
 }
 
@@ -460,10 +466,10 @@ run "kafka_secrets_are_key_vault_references_only" {
     condition = (
       azurerm_key_vault_secret.kafka["KAFKA_SASL_USERNAME"].name == "kafka-sasl-username" &&
       azurerm_key_vault_secret.kafka["KAFKA_SASL_PASSWORD"].name == "kafka-sasl-password" &&
-      nonsensitive(azurerm_key_vault_secret.kafka["KAFKA_SASL_PASSWORD"].value == "s3cr3t-Pa55word-do-not-leak") &&
+      alltrue([for s in azurerm_key_vault_secret.kafka : s.value == null && s.value_wo_version == 1]) &&
       alltrue([for s in azurerm_key_vault_secret.kafka : s.key_vault_id == azurerm_key_vault.this.id])
     )
-    error_message = "The Kafka credentials must be stored as secrets in the mirror's Key Vault."
+    error_message = "The Kafka credentials must be stored as write-only secrets (value_wo: never in the state) in the mirror's Key Vault, written again when key_vault_secrets_version changes."
   }
 
   assert {
@@ -533,12 +539,12 @@ run "role_assignments_propagate_before_use" {
   }
 
   assert {
-    condition     = time_sleep.deployer_key_vault_secrets.triggers["role_assignment_ids"] == azurerm_role_assignment.deployer_key_vault_secrets[0].id
+    condition     = time_sleep.deployer_key_vault_secrets.triggers["role_assignment_ids"] == azurerm_role_assignment.deployer_key_vault_secrets["00000000-0000-0000-0000-0000000000de"].id
     error_message = "The secrets' wait must follow the deployer's Key Vault Secrets Officer assignment."
   }
 
   assert {
-    condition     = time_sleep.capture_roles.triggers["role_assignment_ids"] == "${azurerm_role_assignment.namespace_capture_blob.id},${azurerm_role_assignment.deployer_capture_blob[0].id}"
+    condition     = time_sleep.capture_roles.triggers["role_assignment_ids"] == "${azurerm_role_assignment.namespace_capture_blob.id},${azurerm_role_assignment.deployer_capture_blob["00000000-0000-0000-0000-0000000000de"].id}"
     error_message = "Capture's wait must follow both Storage Blob Data Contributor assignments (namespace and deployer)."
   }
 
@@ -546,4 +552,43 @@ run "role_assignments_propagate_before_use" {
     condition     = time_sleep.function_app_roles.triggers == tomap({ for k, ra in azurerm_role_assignment.function_app : k => ra.id })
     error_message = "The app's wait must follow every role of its identity."
   }
+}
+
+# Issue 44, item 5: the deployers' roles follow deployer_object_ids, not the
+# principal that runs this plan. A person deploys first, then the pipeline's
+# service principal runs the plan: both already hold their roles, and the
+# pipeline's run changes none of them.
+run "deployer_roles_follow_the_variable_not_the_caller" {
+  override_data {
+    target = data.azurerm_client_config.current
+    values = {
+      object_id       = "00000000-0000-0000-0000-0000000000b2" # the pipeline
+      tenant_id       = "00000000-0000-0000-0000-0000000000aa"
+      subscription_id = "00000000-0000-0000-0000-000000000005"
+    }
+  }
+
+  variables {
+    deployer_object_ids = ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000b2"]
+  }
+
+  assert {
+    condition = (
+      keys(azurerm_role_assignment.deployer_key_vault_secrets) == ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000b2"] &&
+      keys(azurerm_role_assignment.deployer_packages) == ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000b2"] &&
+      keys(azurerm_role_assignment.deployer_capture_blob) == ["00000000-0000-0000-0000-0000000000a1", "00000000-0000-0000-0000-0000000000b2"] &&
+      alltrue([for id, ra in azurerm_role_assignment.deployer_key_vault_secrets : ra.principal_id == id])
+    )
+    error_message = "Every principal of deployer_object_ids, and no other, must hold the deployer's roles (Key Vault Secrets Officer, the package container, Capture)."
+  }
+}
+
+run "deployers_are_required" {
+  command = plan
+
+  variables {
+    deployer_object_ids = []
+  }
+
+  expect_failures = [var.deployer_object_ids]
 }

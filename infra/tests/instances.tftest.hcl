@@ -13,6 +13,9 @@ variables {
   kafka_brokers          = ["10.0.0.4:9092"]
   kafka_sasl_username    = "mirror-user"
   kafka_sasl_password    = "a-secret"
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 # The default is one app with the name it had before var.instances (the
@@ -59,11 +62,10 @@ run "three_apps_share_one_consumer_group" {
 
   assert {
     condition = (
-      length(azurerm_storage_share.content) == 3 &&
-      length(distinct([for app in azurerm_linux_function_app.this : app.app_settings["WEBSITE_CONTENTSHARE"]])) == 3 &&
-      alltrue([for i, app in azurerm_linux_function_app.this : app.app_settings["WEBSITE_CONTENTSHARE"] == azurerm_storage_share.content[i].name])
+      length(distinct([for app in azurerm_linux_function_app.this : app.app_settings["WEBSITE_RUN_FROM_PACKAGE"]])) == 1 &&
+      alltrue([for app in azurerm_linux_function_app.this : app.app_settings["WEBSITE_RUN_FROM_PACKAGE"] == output.function_package.url && app.content_share_force_disabled])
     )
-    error_message = "Every app must have a content share of its own."
+    error_message = "Every app must run the one package from its blob (output function_package), without a content share."
   }
 
   assert {

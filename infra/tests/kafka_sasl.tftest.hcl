@@ -16,6 +16,9 @@ variables {
   kafka_sasl_mechanism = "none"
   # Alerts must notify someone (a check block fails the plan otherwise).
   alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 run "no_token_settings_without_a_token_mechanism" {

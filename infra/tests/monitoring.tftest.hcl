@@ -17,6 +17,9 @@ variables {
   kafka_brokers          = ["broker-0.kafka.example.com:9093"]
   kafka_sasl_username    = "mirror-user"
   kafka_sasl_password    = "not-a-real-password"
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 run "log_alerts_query_the_workspace" {
@@ -177,37 +180,55 @@ run "log_alerts_skip_query_validation_at_creation" {
 }
 
 # Issue 24, item 6: Capture metrics never reach the workspace, so Capture
-# is watched by a metric alert.
-run "capture_backlog_alert_watches_the_namespace_metric" {
+# is watched by a metric alert. Issue 44, item 8: it fires only when events
+# arrived and nothing was captured over the window, both criteria at once
+# (a backlog alone is normal on a busy namespace between Capture windows).
+run "capture_alert_fires_when_nothing_is_captured_while_events_arrive" {
   assert {
     condition = (
-      length(azurerm_monitor_metric_alert.capture_backlog) == 1 &&
-      tolist(azurerm_monitor_metric_alert.capture_backlog[0].scopes) == tolist([azurerm_eventhub_namespace.this.id]) &&
-      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].metric_namespace == "Microsoft.EventHub/namespaces" &&
-      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].metric_name == "CaptureBacklog" &&
-      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].aggregation == "Minimum" &&
-      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].operator == "GreaterThan" &&
-      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].threshold == 0 &&
-      azurerm_monitor_metric_alert.capture_backlog[0].window_size == "PT1H"
+      length(azurerm_monitor_metric_alert.capture_stopped) == 1 &&
+      tolist(azurerm_monitor_metric_alert.capture_stopped[0].scopes) == tolist([azurerm_eventhub_namespace.this.id]) &&
+      azurerm_monitor_metric_alert.capture_stopped[0].window_size == "PT1H" &&
+      [for c in azurerm_monitor_metric_alert.capture_stopped[0].criteria : "${c.metric_namespace}/${c.metric_name} ${c.aggregation} ${c.operator} ${c.threshold}"] == [
+        "Microsoft.EventHub/namespaces/IncomingMessages Total GreaterThan 0",
+        "Microsoft.EventHub/namespaces/CapturedMessages Total LessThanOrEqual 0",
+      ]
     )
-    error_message = "A metric alert must fire when the namespace's CaptureBacklog stays above 0 for an hour."
+    error_message = "The Capture alert must fire when IncomingMessages > 0 and CapturedMessages = 0 over an hour, and on nothing else."
+  }
+
+  assert {
+    condition     = !anytrue([for c in azurerm_monitor_metric_alert.capture_stopped[0].criteria : c.metric_name == "CaptureBacklog"])
+    error_message = "CaptureBacklog is above 0 between Capture windows on every busy namespace: it must not be alerted on."
   }
 }
 
-run "capture_backlog_alert_follows_its_threshold_and_action_groups" {
+run "capture_alert_follows_its_window_and_action_groups" {
   variables {
-    alert_capture_backlog_threshold = 5000
-    alert_email_addresses           = ["oncall@example.com"]
-    alert_action_group_ids          = []
+    alert_capture_window   = "PT6H"
+    alert_email_addresses  = ["oncall@example.com"]
+    alert_action_group_ids = []
   }
 
   assert {
     condition = (
-      azurerm_monitor_metric_alert.capture_backlog[0].criteria[0].threshold == 5000 &&
-      [for a in azurerm_monitor_metric_alert.capture_backlog[0].action : a.action_group_id] == [azurerm_monitor_action_group.email[0].id]
+      azurerm_monitor_metric_alert.capture_stopped[0].window_size == "PT6H" &&
+      [for a in azurerm_monitor_metric_alert.capture_stopped[0].action : a.action_group_id] == [azurerm_monitor_action_group.email[0].id]
     )
-    error_message = "The Capture alert must follow alert_capture_backlog_threshold and notify the action groups."
+    error_message = "The Capture alert must follow alert_capture_window and notify the action groups."
   }
+}
+
+# A window no longer than Capture's longest time window (15 minutes) would
+# fire between two healthy captures.
+run "capture_alert_window_longer_than_capture" {
+  command = plan
+
+  variables {
+    alert_capture_window = "PT15M"
+  }
+
+  expect_failures = [var.alert_capture_window]
 }
 
 # Issue 24, item 10: without an e-mail address or action group, every alert
@@ -297,7 +318,7 @@ run "alerts_can_be_turned_off" {
   }
 
   assert {
-    condition     = length(azurerm_monitor_scheduled_query_rules_alert_v2.this) == 0 && length(azurerm_monitor_metric_alert.throttled) == 0 && length(azurerm_monitor_metric_alert.capture_backlog) == 0
+    condition     = length(azurerm_monitor_scheduled_query_rules_alert_v2.this) == 0 && length(azurerm_monitor_metric_alert.throttled) == 0 && length(azurerm_monitor_metric_alert.capture_stopped) == 0
     error_message = "alerts_enabled = false must create no alert rule."
   }
 }

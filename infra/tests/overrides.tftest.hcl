@@ -30,6 +30,9 @@ variables {
   kafka_brokers          = ["10.0.0.4:9092"]
   kafka_sasl_username    = "mirror-user"
   kafka_sasl_password    = "another-secret"
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 run "retention_and_partitions_can_be_overridden_per_hub" {

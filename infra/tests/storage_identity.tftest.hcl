@@ -1,7 +1,9 @@
 # Issue 24, item 7: no app setting carries the function storage account's
 # key. AzureWebJobsStorage is identity-based (the host's roles on the app's
-# own account, waited for like the others); the content share, which Azure
-# Files mounts only with a key, reads its connection string from Key Vault.
+# own account, waited for like the others). Issue 44, item 1: no Azure Files
+# content share at all; the app runs its package from a blob read with its
+# identity, so a first deploy cannot lose it on an unmounted share, the
+# create resolves no Key Vault reference (error 04603), and no key exists.
 
 mock_provider "azurerm" {
   source = "./tests/mocks"
@@ -15,6 +17,7 @@ override_resource {
     id                        = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Storage/storageAccounts/stfunction"
     primary_access_key        = "ZnVuY3Rpb24ta2V5"
     primary_connection_string = "DefaultEndpointsProtocol=https;AccountName=stfunction;AccountKey=ZnVuY3Rpb24ta2V5;EndpointSuffix=core.windows.net"
+    primary_blob_endpoint     = "https://stfunction.blob.core.windows.net/"
   }
 }
 
@@ -25,14 +28,6 @@ override_resource {
   }
 }
 
-override_resource {
-  target = azurerm_key_vault_secret.function_content_connection
-  values = {
-    id             = "https://kv-ehmirror-test.vault.azure.net/secrets/function-content-connection-string/00000000000000000000000000000002"
-    versionless_id = "https://kv-ehmirror-test.vault.azure.net/secrets/function-content-connection-string"
-  }
-}
-
 variables {
   alert_action_group_ids = ["/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ops/providers/Microsoft.Insights/actionGroups/ag-ops"]
   location               = "westeurope"
@@ -40,6 +35,9 @@ variables {
   kafka_brokers          = ["10.0.0.4:9092"]
   kafka_sasl_username    = "mirror-user"
   kafka_sasl_password    = "a-secret"
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 run "no_app_setting_carries_an_account_key" {
@@ -69,23 +67,29 @@ run "no_app_setting_carries_an_account_key" {
 
   assert {
     condition = (
-      azurerm_linux_function_app.this[0].app_settings["WEBSITE_CONTENTAZUREFILECONNECTIONSTRING"] == "@Microsoft.KeyVault(SecretUri=https://kv-ehmirror-test.vault.azure.net/secrets/function-content-connection-string/)" &&
-      azurerm_key_vault_secret.function_content_connection.value == azurerm_storage_account.function.primary_connection_string &&
-      azurerm_key_vault_secret.function_content_connection.key_vault_id == azurerm_key_vault.this.id
+      azurerm_linux_function_app.this[0].content_share_force_disabled &&
+      length([for k in keys(azurerm_linux_function_app.this[0].app_settings) : k if startswith(k, "WEBSITE_CONTENT") || k == "WEBSITE_SKIP_CONTENTSHARE_VALIDATION"]) == 0 &&
+      length([for s in azurerm_key_vault_secret.kafka : s if strcontains(s.name, "content")]) == 0
     )
-    error_message = "The content share's connection string must be a Key Vault secret in the module's vault, referenced (versionless) from WEBSITE_CONTENTAZUREFILECONNECTIONSTRING."
+    error_message = "The app must have no Azure Files content share (no WEBSITE_CONTENT* setting, content_share_force_disabled) and no Key Vault secret for one."
   }
 
-  # A Key Vault reference cannot be validated when the setting is written:
-  # the platform skips its check and the module creates the share.
   assert {
     condition = (
-      azurerm_linux_function_app.this[0].app_settings["WEBSITE_SKIP_CONTENTSHARE_VALIDATION"] == "1" &&
-      azurerm_linux_function_app.this[0].app_settings["WEBSITE_CONTENTSHARE"] == azurerm_storage_share.content[0].name &&
-      azurerm_storage_share.content[0].storage_account_id == azurerm_storage_account.function.id &&
-      !contains(keys(azurerm_linux_function_app.this[0].app_settings), "WEBSITE_CONTENTOVERVNET")
+      azurerm_linux_function_app.this[0].app_settings["WEBSITE_RUN_FROM_PACKAGE"] == "https://stfunction.blob.core.windows.net/function-packages/ehmirror-functionapp.zip" &&
+      azurerm_linux_function_app.this[0].app_settings["WEBSITE_RUN_FROM_PACKAGE_BLOB_MI_RESOURCE_ID"] == azurerm_user_assigned_identity.function_app.id &&
+      azurerm_storage_container.packages.storage_account_id == azurerm_storage_account.function.id &&
+      azurerm_storage_container.packages.container_access_type == "private" &&
+      output.function_package.url == azurerm_linux_function_app.this[0].app_settings["WEBSITE_RUN_FROM_PACKAGE"] &&
+      output.function_package.container_name == "function-packages" &&
+      output.function_package.blob_name == "ehmirror-functionapp.zip"
     )
-    error_message = "The app's content share must exist in its own storage account and be named by WEBSITE_CONTENTSHARE, with the platform's validation skipped."
+    error_message = "The app must run its package from the private blob function-packages/ehmirror-functionapp.zip (output function_package, which deploy.sh uploads), read with its user-assigned identity."
+  }
+
+  assert {
+    condition     = !azurerm_storage_account.function.shared_access_key_enabled
+    error_message = "Nothing uses the function storage account's key: Shared Key must be off."
   }
 }
 
@@ -121,6 +125,18 @@ run "additional_settings_cannot_bring_back_the_key" {
 
   variables {
     additional_app_settings = { AzureWebJobsStorage = "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=eA==" }
+  }
+
+  expect_failures = [var.additional_app_settings]
+}
+
+# A content share (or another package) through additional_app_settings
+# would bring back the first deploy's lost package and the key.
+run "additional_settings_cannot_bring_back_a_content_share" {
+  command = plan
+
+  variables {
+    additional_app_settings = { WEBSITE_CONTENTAZUREFILECONNECTIONSTRING = "@Microsoft.KeyVault(SecretUri=https://kv/secrets/content/)", WEBSITE_RUN_FROM_PACKAGE = "1" }
   }
 
   expect_failures = [var.additional_app_settings]

@@ -18,6 +18,9 @@ variables {
   kafka_brokers          = ["broker-0.kafka.example.com:9093"]
   kafka_sasl_username    = "mirror-user"
   kafka_sasl_password    = "not-a-real-password"
+  # The deployers (Key Vault, package and Capture roles), independent of
+  # the caller (the mock client config's object ID ends in "de").
+  deployer_object_ids = ["00000000-0000-0000-0000-0000000000de"]
 }
 
 run "valid_boundary_values_are_accepted" {

@@ -2,12 +2,16 @@
 // an embedded Kafka (kfake, the real Kafka protocol) on 127.0.0.1:9092 with
 // topics prod.test1 .. prod.test5, and the Event Hubs emulator on
 // 127.0.0.1:5672 with event hubs of the same names, 4 partitions each. It
-// prints the settings to put in local.settings.json, so `func start` (with
-// Azurite for AzureWebJobsStorage), `make start`, or the produce and verify
-// scripts can run against them. Ctrl-C stops both.
+// prints the settings to put in local.settings.json (or, with -settings,
+// writes them into that file), so `func start` (with Azurite for
+// AzureWebJobsStorage), `make start`, or the produce and verify scripts can
+// run against them. With -data-dir both keep their data (Kafka's records,
+// topics and committed offsets; Event Hubs' events) across restarts.
+// Ctrl-C stops both.
 //
 //	go run ./scripts/devenv                 # or: make dev-env
 //	go run ./scripts/devenv -produce 10000  # and seed the topics
+//	go run ./scripts/devenv -kafka 127.0.0.1:19092 -eventhubs 127.0.0.1:15672 -settings local.settings.json -data-dir .devenv
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -46,6 +51,12 @@ type options struct {
 	topicBase  string
 	partitions int
 	produce    int
+	// dataDir, when set, keeps Kafka's state in dataDir/kafka and the
+	// emulator's events in dataDir/eventhubs across restarts.
+	dataDir string
+	// settings, when set, is the local.settings.json whose KAFKA_BROKERS
+	// and EVENTHUBS are pointed at this environment.
+	settings string
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -56,6 +67,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.topicBase, "topic-base", randmsg.DefaultTopicBase, "topics and hubs are prod.<topic-base>1 .. prod.<topic-base>5")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions of each topic and event hub")
 	fs.IntVar(&o.produce, "produce", 0, "produce this many messages the seed's way once both are up")
+	fs.StringVar(&o.dataDir, "data-dir", "", "keep Kafka's records, topics and committed offsets and the emulator's events in this `directory` across restarts (default: memory only)")
+	fs.StringVar(&o.settings, "settings", "", "point KAFKA_BROKERS and EVENTHUBS of this local.settings.json `file` at this environment (created from local.settings.json.example when missing)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -69,6 +82,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer env.close(out)
 
 	printSettings(out, env)
+	if o.settings != "" {
+		if err := writeSettings(o.settings, env); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Wrote KAFKA_BROKERS and EVENTHUBS into %s.\n\n", o.settings)
+	}
 	if o.produce > 0 {
 		if err := produce(ctx, out, env, o); err != nil {
 			return err
@@ -93,13 +112,22 @@ func start(ctx context.Context, o options) (*env, error) {
 		return nil, fmt.Errorf("-partitions %d: want 1..%d", o.partitions, emulator.MaxPartitionCount)
 	}
 	topics := randmsg.TopicNames(o.topicBase, randmsg.DefaultTopics)
-	kc, err := kfake.NewCluster(
+	kopts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(int32(o.partitions), topics...),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(o.partitions),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, o.kafka) }),
-	)
+	}
+	var hubsDir string
+	if o.dataDir != "" {
+		kopts = append(kopts, kfake.DataDir(filepath.Join(o.dataDir, "kafka")))
+		hubsDir = filepath.Join(o.dataDir, "eventhubs")
+		if err := os.MkdirAll(hubsDir, 0o755); err != nil {
+			return nil, fmt.Errorf("-data-dir: %w", err)
+		}
+	}
+	kc, err := kfake.NewCluster(kopts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting Kafka on %s: %w", o.kafka, err)
 	}
@@ -107,7 +135,7 @@ func start(ctx context.Context, o options) (*env, error) {
 	for i, t := range topics {
 		hubs[i] = emulator.HubConfig{Name: t, PartitionCount: o.partitions}
 	}
-	srv, err := emulator.Start(ctx, emulator.Config{Listen: o.eventHubs, Hubs: hubs, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := emulator.Start(ctx, emulator.Config{Listen: o.eventHubs, Hubs: hubs, DataDir: hubsDir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		kc.Close()
 		return nil, fmt.Errorf("starting the Event Hubs emulator on %s: %w", o.eventHubs, err)

@@ -8,7 +8,7 @@
 //
 // It receives until WANT events arrived (or 90 s passed), then 3 s more, and
 // prints one JSON line: the events' partition, sequence number and Kafka
-// provenance, whether the README's filter drops it (the cut-over's
+// provenance, whether docs/cutover.md's filter drops it (the cut-over's
 // watermarks), and any errors. It writes no checkpoint.
 import { EventHubConsumerClient, latestEventPosition } from "@azure/event-hubs";
 import { BlobCheckpointStore } from "@azure/eventhubs-checkpointstore-blob";
@@ -17,7 +17,7 @@ import { ContainerClient } from "@azure/storage-blob";
 const [connectionString, hub, storage, container, wantText, watermarksText] = process.argv.slice(2);
 const want = Number(wantText);
 const watermarks = JSON.parse(watermarksText);
-// The filter as the README gives it.
+// The filter as docs/cutover.md gives it.
 const wm = new Map(watermarks.map((w) => [`${w.topic}/${w.partition}`, w.offset]));
 function processed(event) {
   const p = event.properties ?? {};

@@ -118,3 +118,10 @@ mock_resource "azurerm_storage_share" {
     id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Storage/storageAccounts/stfunction/fileServices/default/fileshares/share"
   }
 }
+
+# The package container is the scope of the deployers' upload role.
+mock_resource "azurerm_storage_container" {
+  defaults = {
+    id = "/subscriptions/00000000-0000-0000-0000-000000000005/resourceGroups/rg-ehmirror-test/providers/Microsoft.Storage/storageAccounts/stmock/blobServices/default/containers/function-packages"
+  }
+}
