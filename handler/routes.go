@@ -253,7 +253,11 @@ func (a *app) catchUp(c echo.Context) error {
 		return a.opsError(c, "catch-up", err)
 	}
 	if started {
-		// The run's status URL may be polled through any instance.
+		// The run's status URL may be polled through any instance, at
+		// once: it is published before the answer, then kept up.
+		if err := a.runs.Publish(c.Request().Context(), st); err != nil {
+			a.logger.Warn("sharing the catch-up's status with the other instances", "run", st.ID, "err", err)
+		}
 		go a.runs.Follow(context.WithoutCancel(c.Request().Context()), st.ID, a.service.CatchUp)
 	}
 	statusURL := statusURLFor(req.URL, st.ID)
