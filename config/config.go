@@ -21,24 +21,27 @@ import (
 // tables of docs/settings.md and in local.settings.json.example (Names lists
 // them all).
 const (
-	KafkaBrokers          = "KAFKA_BROKERS"
-	KafkaGroup            = "KAFKA_GROUP"
-	KafkaTopicsInclude    = "KAFKA_TOPICS_INCLUDE"
-	KafkaTopicsExclude    = "KAFKA_TOPICS_EXCLUDE"
-	KafkaStartOffset      = "KAFKA_START_OFFSET"
-	KafkaSASLMechanism    = "KAFKA_SASL_MECHANISM"
-	KafkaSASLUsername     = "KAFKA_SASL_USERNAME"
-	KafkaSASLPassword     = "KAFKA_SASL_PASSWORD"
-	KafkaTLS              = "KAFKA_TLS"
-	KafkaTLSCAPEM         = "KAFKA_TLS_CA_PEM"
-	KafkaTLSSkipVerify    = "KAFKA_TLS_INSECURE_SKIP_VERIFY"
-	KafkaTLSCertPEM       = "KAFKA_TLS_CERT_PEM"
-	KafkaTLSKeyPEM        = "KAFKA_TLS_KEY_PEM"
-	KafkaTLSKeyPassword   = "KAFKA_TLS_KEY_PASSWORD"
-	EventHubsConnection   = "EVENTHUBS"
-	EventHubsNamespace    = "EVENTHUBS__fullyQualifiedNamespace"
-	EventHubsClientID     = "EVENTHUBS__clientId"
-	MirrorSchedule        = "MIRROR_SCHEDULE"
+	KafkaBrokers        = "KAFKA_BROKERS"
+	KafkaGroup          = "KAFKA_GROUP"
+	KafkaTopicsInclude  = "KAFKA_TOPICS_INCLUDE"
+	KafkaTopicsExclude  = "KAFKA_TOPICS_EXCLUDE"
+	KafkaStartOffset    = "KAFKA_START_OFFSET"
+	KafkaSASLMechanism  = "KAFKA_SASL_MECHANISM"
+	KafkaSASLUsername   = "KAFKA_SASL_USERNAME"
+	KafkaSASLPassword   = "KAFKA_SASL_PASSWORD"
+	KafkaTLS            = "KAFKA_TLS"
+	KafkaTLSCAPEM       = "KAFKA_TLS_CA_PEM"
+	KafkaTLSSkipVerify  = "KAFKA_TLS_INSECURE_SKIP_VERIFY"
+	KafkaTLSCertPEM     = "KAFKA_TLS_CERT_PEM"
+	KafkaTLSKeyPEM      = "KAFKA_TLS_KEY_PEM"
+	KafkaTLSKeyPassword = "KAFKA_TLS_KEY_PASSWORD"
+	EventHubsConnection = "EVENTHUBS"
+	EventHubsNamespace  = "EVENTHUBS__fullyQualifiedNamespace"
+	EventHubsClientID   = "EVENTHUBS__clientId"
+	MirrorSchedule      = "MIRROR_SCHEDULE"
+	// WebsiteTimeZone is the platform setting the host evaluates
+	// MIRROR_SCHEDULE in (IANA names on Linux).
+	WebsiteTimeZone       = "WEBSITE_TIME_ZONE"
 	MirrorMaxRecords      = "MIRROR_MAX_RECORDS"
 	MirrorMaxBytes        = "MIRROR_MAX_BYTES"
 	MirrorMaxDuration     = "MIRROR_MAX_DURATION"
@@ -77,6 +80,17 @@ const MirrorMaxPauseAge = "MIRROR_MAX_PAUSE_AGE"
 
 // DefaultMaxPauseAge is MIRROR_MAX_PAUSE_AGE's default.
 const DefaultMaxPauseAge = 24 * time.Hour
+
+// MirrorHTTPDeadline caps the deadline of every HTTP route (status,
+// offsets, pause, resume, cutover, catch-up start); unset, each route has
+// its own default. The host never cancels a request to the handler and
+// App Service cuts the caller at 230 s, so a deadline must be shorter:
+// MaxHTTPDeadline.
+const MirrorHTTPDeadline = "MIRROR_HTTP_DEADLINE"
+
+// MaxHTTPDeadline bounds MIRROR_HTTP_DEADLINE, well under App Service's
+// 230 s front-end limit.
+const MaxHTTPDeadline = 200 * time.Second
 
 // Defaults of the settings that have one.
 const (
@@ -155,6 +169,9 @@ type Settings struct {
 	MaxBacklogAge time.Duration
 	// MaxPauseAge is MIRROR_MAX_PAUSE_AGE; 0 turns the check off.
 	MaxPauseAge time.Duration
+	// HTTPDeadline is MIRROR_HTTP_DEADLINE; 0 leaves each route its own
+	// default.
+	HTTPDeadline time.Duration
 
 	// EventHubsConnectionString is set for key-based access; otherwise
 	// EventHubsNamespace (and optionally EventHubsClientID, a user-assigned
@@ -163,7 +180,10 @@ type Settings struct {
 	EventHubsNamespace        string
 	EventHubsClientID         string
 
-	Schedule           string
+	Schedule string
+	// ScheduleZone is WEBSITE_TIME_ZONE, where the host evaluates the
+	// schedule; UTC when unset.
+	ScheduleZone       *time.Location
 	Limits             mirror.Limits
 	InFlightBytes      int64
 	Partitioning       mirror.Partitioning
@@ -263,6 +283,7 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	} else if _, err := ncrontab.Parse(s.Schedule); err != nil {
 		l.problem(MirrorSchedule, "%q: %v; want an NCRONTAB expression with 6 fields, e.g. %q", s.Schedule, err, DefaultSchedule)
 	}
+	s.ScheduleZone = l.zone(WebsiteTimeZone)
 	s.Limits.MaxRecords = l.count(MirrorMaxRecords)
 	s.Limits.MaxBytes = l.size(MirrorMaxBytes, 0)
 	s.Limits.MaxDuration = l.duration(MirrorMaxDuration, DefaultMaxDuration)
@@ -284,6 +305,11 @@ func Load(getenv func(string) string) (Settings, Problems) {
 	s.CatchUpMaxDuration = l.duration(MirrorCatchUpDuration, DefaultCatchUpDuration)
 	s.MaxBacklogAge = l.duration(MirrorMaxBacklogAge, DefaultMaxBacklogAge)
 	s.MaxPauseAge = l.durationOrZero(MirrorMaxPauseAge, DefaultMaxPauseAge)
+	s.HTTPDeadline = l.durationOrZero(MirrorHTTPDeadline, 0)
+	if s.HTTPDeadline > MaxHTTPDeadline {
+		l.problem(MirrorHTTPDeadline, "%s exceeds %s: App Service cuts the caller at 230 s while the handler runs on", s.HTTPDeadline, MaxHTTPDeadline)
+		s.HTTPDeadline = 0
+	}
 	s.Deduplicate = l.boolean(MirrorDeduplicate, false)
 	s.Follow = l.boolean(MirrorFollow, true)
 	return s, l.problems
@@ -347,6 +373,7 @@ func (s Settings) Summary() map[string]string {
 		EventHubsNamespace:    s.EventHubsNamespace,
 		EventHubsClientID:     s.EventHubsClientID,
 		MirrorSchedule:        s.Schedule,
+		WebsiteTimeZone:       s.ScheduleZone.String(),
 		MirrorMaxRecords:      strconv.FormatInt(s.Limits.MaxRecords, 10),
 		MirrorMaxBytes:        strconv.FormatInt(s.Limits.MaxBytes, 10),
 		MirrorMaxDuration:     s.Limits.MaxDuration.String(),
@@ -359,6 +386,7 @@ func (s Settings) Summary() map[string]string {
 		MirrorCatchUpDuration: s.CatchUpMaxDuration.String(),
 		MirrorMaxBacklogAge:   s.MaxBacklogAge.String(),
 		MirrorMaxPauseAge:     s.MaxPauseAge.String(),
+		MirrorHTTPDeadline:    s.HTTPDeadline.String(),
 		MirrorDeduplicate:     strconv.FormatBool(s.Deduplicate),
 	}
 	maps.Copy(out, s.SASL.saslSummary(redact))

@@ -73,6 +73,20 @@ func (l *loader) boolean(name string, def bool) bool {
 	return b
 }
 
+// zone reads an IANA time zone name; unset is UTC.
+func (l *loader) zone(name string) *time.Location {
+	v, ok := l.raw(name)
+	if !ok {
+		return time.UTC
+	}
+	loc, err := time.LoadLocation(v)
+	if err != nil {
+		l.problem(name, "%q is not an IANA time zone name; want e.g. Europe/Berlin (the Linux host takes IANA names)", v)
+		return time.UTC
+	}
+	return loc
+}
+
 func (l *loader) count(name string) int64 {
 	v, ok := l.raw(name)
 	if !ok {

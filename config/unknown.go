@@ -21,7 +21,7 @@ func Names() []string {
 		KafkaAWSSessionToken, KafkaAWSSTSEndpoint,
 		KafkaTLSSkipVerify, KafkaTLSCertPEM, KafkaTLSKeyPEM, KafkaTLSKeyPassword, KafkaTLSCertWarnDays,
 		KafkaSessionTimeout, MirrorMaxRecords, MirrorMaxBytes, MirrorInFlightBytes, MirrorGapPolicy,
-		MirrorOversizePolicy, MirrorCatchUpDuration, MirrorMaxBacklogAge, MirrorMaxPauseAge,
+		MirrorOversizePolicy, MirrorCatchUpDuration, MirrorMaxBacklogAge, MirrorHTTPDeadline, WebsiteTimeZone, MirrorMaxPauseAge,
 		CutoverStorage, CutoverStorageURI, CutoverContainer,
 	}
 }

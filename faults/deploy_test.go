@@ -189,13 +189,13 @@ echo "curl $method $url" >>"` + log + `"
 echo "$*" >>"` + log + `.argv"
 code=200 body=
 case $url in
-*/api/status)
+*/api/status|*/api/status\?*)
 	seq="` + root + `/status-$(echo "$url" | cut -d/ -f3 | cut -d. -f1).seq"
 	[ -f "$seq" ] || seq="` + filepath.Join(root, "status.seq") + `"
 	line=$(next "$seq"); code=${line%% *}; body=${line#* } ;;
-*/api/catchup) code=202; body='{"run":"c1"}' ;;
+*/api/catchup) code=202; body='{"id":"c1","started":true,"status_url":"https://x/api/status?run=c1"}' ;;
 esac
-if [ -n "$out" ]; then printf '%s' "$body" >"$out"; fi
+if [ -n "$out" ]; then printf '%s' "$body" >"$out"; else printf '%s' "$body"; fi
 if [ -n "$fmt" ]; then printf '%s' "$code"; fi
 exit 0
 `,
@@ -584,6 +584,39 @@ func TestDeployEnablesTheTimerWhenReady(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "unauthorized: sending to event hub prod.test1") || !strings.Contains(r.stdout, `"ok": true`) {
 		t.Errorf("stdout must show why the app was not ready, then the final status:\n%s", r.stdout)
+	}
+}
+
+// TestDeployWaitsForItsCatchUpOnAnyInstance (issue 49, item 5): the
+// readiness catch-up's status is polled by its run id, which every instance
+// answers; a drain reported while the catch-up still runs does not enable
+// the timer (the setting change restarts the app and would kill the
+// catch-up), and no second catch-up starts while the first runs; the run
+// caught up, reported by an instance other than the one that ran it,
+// enables it.
+func TestDeployWaitsForItsCatchUpOnAnyInstance(t *testing.T) {
+	r := runDeployScenario(t, deployScenario{
+		status: []string{
+			`200 {"ok":true,"lag":{"total":7},"last_drains":[]}`,
+			`200 {"ok":true,"lag":{"total":3},"catch_up":{"id":"c1","state":"running"},"run":{"id":"c1","state":"running"},"last_drains":[{"run":"catch-up c1","records":4,"stopped":"caught up"}]}`,
+			`200 {"ok":true,"lag":{"total":0},"run":{"id":"c1","state":"caught up"},"run_instance":"other","last_drains":[]}`,
+		},
+	}, []string{"CI=true"})
+	if r.err != nil {
+		t.Fatalf("deploy failed: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
+	enable := r.index(enableTimer)
+	if enable < 0 {
+		t.Fatalf("the timer was not enabled; calls: %q", r.calls)
+	}
+	if n := r.count(statusCall); n != 3 || r.lastIndex(statusCall) > enable {
+		t.Errorf("%d status reads; want the timer enabled after the 3rd (the run caught up); calls: %q", n, r.calls)
+	}
+	if n := r.count(statusCall + "?run=c1"); n != 2 {
+		t.Errorf("%d status reads by the catch-up's run id, want 2; calls: %q", n, r.calls)
+	}
+	if n := r.count(catchUpCall); n != 1 {
+		t.Errorf("%d catch-ups, want 1 (none while it runs); calls: %q", n, r.calls)
 	}
 }
 

@@ -24,39 +24,9 @@ func TestHandlerKilledBetweenTicksLosesNothing(t *testing.T) {
 	// Every 3 s: each window ends 0.5 s before the next tick.
 	h := e.startHandler("a", map[string]string{config.MirrorSchedule: "*/3 * * * * *", config.MirrorFollow: "true"})
 	p := e.startProducer(producerConfig{Batch: 4})
-	// The tests fire the schedule's occurrences themselves, with the
-	// schedule status the host sends when it fires a schedule monitored
-	// (useMonitor, the default from a one-minute period up).
-	sched, ok := h.host.Schedule(timerFunction)
-	if !ok {
-		t.Fatal("no schedule")
-	}
-	schedCtx, stopSched := context.WithCancel(ctx)
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		for {
-			tick := sched.Next(time.Now())
-			if !sleepCtx(schedCtx, time.Until(tick)) {
-				return
-			}
-			_, _ = h.host.InvokeTimer(context.WithoutCancel(schedCtx), timerFunction, funchost.TimerInvocation{Status: &functions.ScheduleStatus{Next: tick}})
-		}
-	}()
+	stopSched := h.fireSchedule(ctx)
 
-	handedOver := func() int {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		n := 0
-		for _, r := range h.results {
-			// With records: its drain was running (not still joining the
-			// group the killed process left) when the window ended.
-			if records, stopped, ok := drainSummary(r); ok && stopped == mirror.StopHandedOver && records > 0 {
-				n++
-			}
-		}
-		return n
-	}
+	handedOver := h.handedOver
 	const kills = 2
 	// Long: on a loaded machine the handler takes a minute to start.
 	limit := 4 * time.Minute
@@ -92,7 +62,6 @@ func TestHandlerKilledBetweenTicksLosesNothing(t *testing.T) {
 		}
 	}
 	stopSched()
-	<-schedDone
 	p.stop()
 	h.settle(ctx)
 
@@ -106,6 +75,46 @@ func TestHandlerKilledBetweenTicksLosesNothing(t *testing.T) {
 		t.Errorf("after %d kills between ticks: produced %d, lost %d, unexpected %d, mismatched %d; want nothing lost", kills, v.Produced, v.Lost, v.Unexpected, v.Mismatched)
 		e.diagnose()
 	}
+}
+
+// fireSchedule fires the schedule's occurrences on h until the returned
+// stop is called (stop waits for the running invocation): the tests fire
+// them themselves, with the schedule status the host sends when it fires a
+// schedule monitored (useMonitor, the default from a one-minute period up).
+func (h *handler) fireSchedule(ctx context.Context) (stop func()) {
+	h.t.Helper()
+	sched, ok := h.host.Schedule(timerFunction)
+	if !ok {
+		h.t.Fatal("no schedule")
+	}
+	schedCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			tick := sched.Next(time.Now())
+			if !sleepCtx(schedCtx, time.Until(tick)) {
+				return
+			}
+			_, _ = h.host.InvokeTimer(context.WithoutCancel(schedCtx), timerFunction, funchost.TimerInvocation{Status: &functions.ScheduleStatus{Next: tick}})
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// handedOver counts h's invocations whose drain handed over with records:
+// its drain was running (not still joining the group a killed process
+// left) when the window ended.
+func (h *handler) handedOver() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.results {
+		if records, stopped, ok := drainSummary(r); ok && stopped == mirror.StopHandedOver && records > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // runningDrains reads the drains running now from the status endpoint.

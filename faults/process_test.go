@@ -188,11 +188,24 @@ func startHandler(t testing.TB, name string, settings map[string]string) *handle
 	return h
 }
 
-// newHandler is startHandler returning its error.
-func newHandler(t testing.TB, name string, settings map[string]string) (*handler, error) {
+// startHandlerWith is e.startHandler with the host's options changed by
+// opt (e.g. a Storage shared with another instance).
+func (e *env) startHandlerWith(name string, overrides map[string]string, opt func(*funchost.Options)) *handler {
+	e.t.Helper()
+	h, err := newHandler(e.t, name, e.handlerSettings(overrides), opt)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	h.e = e
+	return h
+}
+
+// newHandler is startHandler returning its error; opts change the host's
+// options.
+func newHandler(t testing.TB, name string, settings map[string]string, opts ...func(*funchost.Options)) (*handler, error) {
 	dir := appDir(t)
 	h := &handler{t: t, name: name, out: &output{}, settings: settings}
-	host, err := funchost.New(dir, funchost.Options{
+	hostOpts := funchost.Options{
 		Settings: settings,
 		// Only what the handler needs from the test's environment: no
 		// secrets of the machine, and nothing that changes its behavior.
@@ -201,7 +214,11 @@ func newHandler(t testing.TB, name string, settings map[string]string) (*handler
 		Stderr:   outputWriter{o: h.out, stderr: true},
 		Logger:   componentLogger("funchost-" + name),
 		OnResult: h.keep,
-	})
+	}
+	for _, opt := range opts {
+		opt(&hostOpts)
+	}
+	host, err := funchost.New(dir, hostOpts)
 	if err != nil {
 		return nil, fmt.Errorf("handler %s: %w", name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ehmirror/ehmirror/functions"
 )
@@ -104,12 +105,47 @@ func (f frontEnd) serveFunction(w http.ResponseWriter, r *http.Request, path str
 			return
 		}
 	}
-	res, err := h.invokeHTTP(r.Context(), fn, r, body, params, []functions.Identity{id})
-	if err != nil || res.Err != nil {
-		w.WriteHeader(http.StatusInternalServerError)
-		return
+	// The host sends the invocation with no cancellation token
+	// (DefaultHttpWorkerService.ProcessDefaultInvocationRequest calls
+	// HttpClient.SendAsync without one): a client that goes away does not
+	// cancel the handler's request, which runs on until it answers or
+	// functionTimeout kills the handler. The client itself is cut at the
+	// front end's limit (230 s on App Service) with 502, while the
+	// invocation runs on.
+	type outcome struct {
+		res *Result
+		err error
 	}
-	writeOutput(w, r, res.HTTP)
+	done := make(chan outcome, 1)
+	// A copy: the invocation may outlive this request.
+	req := r.Clone(context.WithoutCancel(r.Context()))
+	go func() {
+		res, err := h.invokeHTTP(req.Context(), fn, req, body, params, []functions.Identity{id})
+		done <- outcome{res, err}
+	}()
+	cutoff := time.NewTimer(h.frontEndTimeout())
+	defer cutoff.Stop()
+	select {
+	case o := <-done:
+		if o.err != nil || o.res.Err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		writeOutput(w, r, o.res.HTTP)
+	case <-cutoff.C:
+		h.log.Warn(fmt.Sprintf("front end: %s %s got no answer within %s; the client gets 502 and the invocation runs on", r.Method, path, h.frontEndTimeout()), "category", hostGeneralLogCategory)
+		http.Error(w, "502 Bad Gateway: the function did not answer within the front end's limit", http.StatusBadGateway)
+	case <-r.Context().Done():
+		// The client went away; the invocation runs on.
+	}
+}
+
+// frontEndTimeout is how long the front end waits for an HTTP function.
+func (h *Host) frontEndTimeout() time.Duration {
+	if h.opts.FrontEndTimeout > 0 {
+		return h.opts.FrontEndTimeout
+	}
+	return DefaultFrontEndTimeout
 }
 
 // writeOutput writes an http output binding as the response (HttpBinding).
@@ -173,6 +209,13 @@ func (f frontEnd) serveAdmin(w http.ResponseWriter, r *http.Request, path string
 			http.Error(w, "funchost: only timer functions can be invoked through the admin API", http.StatusBadRequest)
 			return
 		}
+		// FunctionsController.Invoke takes [FromBody] FunctionInvocation:
+		// without a JSON body (at least {}) it answers 400.
+		var invocation map[string]any
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&invocation); err != nil || invocation == nil {
+			http.Error(w, `the admin API needs a JSON body, at least {} (FunctionInvocation: {"input": "..."})`, http.StatusBadRequest)
+			return
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			defer cancel()
@@ -183,7 +226,7 @@ func (f frontEnd) serveAdmin(w http.ResponseWriter, r *http.Request, path string
 		}()
 		go func() {
 			defer cancel()
-			h.fireTimer(ctx, ts, fireManual, TimerInvocation{})
+			h.fireTimer(ctx, ts, fireAdmin, TimerInvocation{})
 		}()
 		w.WriteHeader(http.StatusAccepted)
 	default:

@@ -41,6 +41,13 @@ import (
 // X-Azure-Functions-HostVersion and User-Agent.
 const DefaultHostVersion = "4.1037.0.0"
 
+// DefaultFrontEndTimeout is App Service's front-end limit for an HTTP
+// request (Microsoft Learn, functions-scale#timeout: "230 seconds is the
+// maximum amount of time that an HTTP triggered function can take to
+// respond to a request"), after which the caller gets an error and the
+// invocation continues.
+const DefaultFrontEndTimeout = 230 * time.Second
+
 // Restart policy of the host (HttpFunctionInvocationDispatcher): the third
 // worker error within 30 minutes of the previous one shuts the host down.
 const (
@@ -48,6 +55,7 @@ const (
 	errorEventsWindow       = 30 * time.Minute
 	readinessPollInterval   = 25 * time.Millisecond
 	disposeWait             = time.Second
+	timeoutGrace            = 2 * time.Second // TimeoutAttribute.GracePeriod
 	maxResponseBytes        = 256 << 20
 	defaultMaxRequestBytes  = 100 << 20
 	stderrTailLines         = 10
@@ -105,6 +113,29 @@ type Options struct {
 	// MaxRequestBytes limits HTTP request bodies on the front end; 0 means
 	// the host's 100 MB.
 	MaxRequestBytes int64
+	// FrontEndTimeout is how long the front end waits for an HTTP
+	// function before answering the client 502 while the invocation runs
+	// on; 0 means DefaultFrontEndTimeout (App Service's 230 s).
+	FrontEndTimeout time.Duration
+
+	// Recycle makes the host recycle instead of stopping for good when the
+	// handler failed three times within 30 minutes, as it does in Azure:
+	// HttpFunctionInvocationDispatcher calls StopApplication ("proactively
+	// recycling the Functions Host") and the platform starts the host
+	// again, a new ScriptHost with a new handler on a new port and a fresh
+	// error budget. By default funchost stops, as `func start` does.
+	Recycle bool
+	// FireEarly makes scheduled timer runs fire this much before their
+	// occurrence. The host's timer may: System.Timers.Timer fires a few
+	// milliseconds early at times, and TimerListener expects it ("If the
+	// trigger fired before it was officially scheduled", ext
+	// Timers/Listener/TimerListener.cs), recording the occurrence, not the
+	// clock, as Last. 0: on time.
+	FireEarly time.Duration
+	// Storage, when set, is the storage this host shares with other
+	// instances of the app: timer functions then run only while this host
+	// holds their lock, from the shared schedule status (see Storage).
+	Storage *Storage
 	// OnResult, when set, is called after every invocation (scheduled,
 	// manual or HTTP) with its result.
 	OnResult func(*Result)
@@ -118,6 +149,7 @@ type Host struct {
 	keys        Keys
 	hostVersion string
 	port        int
+	instance    string // this instance's id (the lock owner in Storage)
 	loc         *time.Location
 	env         []string
 	settings    func(string) (string, bool)
@@ -170,6 +202,7 @@ func New(appDir string, opts Options) (*Host, error) {
 		changed:     make(chan struct{}),
 		done:        make(chan struct{}),
 		loc:         time.UTC,
+		instance:    newGUID(),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -283,7 +316,7 @@ func (h *Host) newTimerState(fn *functions.Function) (*timerState, error) {
 		return nil, fmt.Errorf("timer %s: schedule %q never occurs", fn.Name, expr)
 	}
 	useMonitor := tr.UseMonitor
-	if useMonitor && sched.SubMinute(time.Now().In(h.loc)) {
+	if useMonitor && sched.DisablesMonitor(time.Now().In(h.loc)) {
 		// TimerSchedule.ShouldDisableScheduleMonitor.
 		h.log.Debug("UseMonitor changed to false based on schedule frequency.", "function", fn.Name)
 		useMonitor = false
@@ -298,8 +331,13 @@ func (h *Host) App() *functions.App { return h.app }
 func (h *Host) Keys() Keys { return h.keys.clone() }
 
 // HandlerPort returns FUNCTIONS_CUSTOMHANDLER_PORT: the loopback port the
-// handler listens on (fixed for the host's life; restarts reuse it).
-func (h *Host) HandlerPort() int { return h.port }
+// current handler listens on. A worker restart reuses it; RestartHost, a
+// new ScriptHost, picks a new one.
+func (h *Host) HandlerPort() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.port
+}
 
 // FunctionErrors returns the functions the host could not index, with why.
 func (h *Host) FunctionErrors() map[string]error {
@@ -343,7 +381,7 @@ func (h *Host) Start(ctx context.Context) error {
 // errors. h.mu must be held and the state running with no current worker.
 func (h *Host) launchLocked() {
 	for h.state == stateRunning {
-		w, err := h.startWorker()
+		w, err := h.startWorker(h.port)
 		if err == nil {
 			h.setCurrentLocked(w)
 			return
@@ -365,6 +403,15 @@ func (h *Host) errorEventLocked(cause error) bool {
 	h.errEvents = append(h.errEvents, now)
 	if len(h.errEvents) < errorEventsThreshold {
 		return false
+	}
+	if h.opts.Recycle {
+		port, err := freePort()
+		if err == nil {
+			h.log.Error("Exceeded http worker restart retry count. Recycling the Functions Host", "category", dispatcherLogCategory, "error", cause)
+			h.errEvents, h.port = nil, port
+			return false
+		}
+		cause = fmt.Errorf("%w; recycling failed: %w", cause, err)
 	}
 	h.log.Error("Exceeded http worker restart retry count. Shutting down Functions Host", "category", dispatcherLogCategory, "error", cause)
 	h.stopLocked(fmt.Errorf("%w: the handler failed %d times within %v; last error: %w", ErrStopped, len(h.errEvents), errorEventsWindow, cause))
@@ -419,111 +466,6 @@ func (h *Host) readyWorker(ctx context.Context) (*worker, error) {
 			return nil, fmt.Errorf("waiting for the handler to be ready: %w", ctx.Err())
 		}
 	}
-}
-
-// replace disposes of old (SIGKILL, wait up to 1 s as WorkerProcess.Dispose
-// does) and starts a new worker. countError records a worker error event
-// (exit with an error code, initialization timeout) as opposed to a
-// restart (function timeout, exit code 200, Restart).
-func (h *Host) replace(old *worker, reason string, countError bool, cause error) {
-	h.mu.Lock()
-	if h.state != stateRunning || h.cur != old {
-		h.mu.Unlock()
-		return
-	}
-	old.disposed.Store(true)
-	h.setCurrentLocked(nil)
-	gaveUp := countError && h.errorEventLocked(cause)
-	h.mu.Unlock()
-
-	old.kill()
-	old.waitExit(disposeWait)
-	h.transport.CloseIdleConnections()
-	if gaveUp {
-		return
-	}
-	h.log.Info("Restarting the handler process", "category", dispatcherLogCategory, "reason", reason, "oldWorkerId", old.id)
-	h.mu.Lock()
-	if h.state == stateRunning && h.cur == nil {
-		h.launchLocked()
-	}
-	h.mu.Unlock()
-}
-
-// Kill sends SIGKILL to the handler process, as a crash or the platform
-// would, and returns once the host has applied its exit policy (an error
-// event and a restart, or giving up). For tests.
-func (h *Host) Kill() error {
-	h.mu.Lock()
-	w := h.cur
-	h.mu.Unlock()
-	if w == nil {
-		return errors.New("funchost: no handler process")
-	}
-	if err := w.kill(); err != nil {
-		return err
-	}
-	select {
-	case <-w.handled:
-	case <-time.After(5 * time.Second):
-		return errors.New("funchost: handler did not exit after SIGKILL")
-	}
-	return nil
-}
-
-// Restart kills the handler (SIGKILL) and starts a new one, without
-// counting an error, and waits until it is ready.
-func (h *Host) Restart(ctx context.Context) error {
-	h.mu.Lock()
-	w, state := h.cur, h.state
-	h.mu.Unlock()
-	if state != stateRunning {
-		return ErrStopped
-	}
-	if w != nil {
-		h.replace(w, "restart requested", false, nil)
-	}
-	_, err := h.readyWorker(ctx)
-	return err
-}
-
-// Stop kills the handler with SIGKILL, as the host does on shutdown (it
-// never sends SIGTERM), and waits up to a second for it to exit. It is safe
-// to call more than once.
-func (h *Host) Stop() error {
-	h.mu.Lock()
-	w := h.cur
-	h.stopLocked(nil)
-	h.mu.Unlock()
-	if w != nil {
-		w.waitExit(disposeWait)
-	}
-	h.transport.CloseIdleConnections()
-	return nil
-}
-
-// Interrupt stops the host for a local run: it sends SIGINT to the handler
-// so it can shut down gracefully, waits until it exits or ctx ends, then
-// kills it. The real host never does this; use Stop to reproduce it.
-func (h *Host) Interrupt(ctx context.Context) error {
-	h.mu.Lock()
-	w := h.cur
-	if w != nil {
-		w.disposed.Store(true) // its exit is expected: no restart
-	}
-	h.mu.Unlock()
-	var err error
-	if w != nil {
-		if err = w.interrupt(); err == nil {
-			select {
-			case <-w.exited:
-			case <-ctx.Done():
-				err = fmt.Errorf("funchost: handler did not exit after SIGINT: %w", ctx.Err())
-			}
-		}
-	}
-	h.Stop()
-	return err
 }
 
 // Done is closed when the host stops: Stop, Interrupt, or giving up after

@@ -128,20 +128,32 @@ func (h *Host) invoke(ctx context.Context, fn *functions.Function, body []byte, 
 		return res
 	}
 	res.WorkerID = w.id
+	w.calls.Add(1)
+	defer w.calls.Add(-1)
 	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timedOut atomic.Bool
 	if timeout := h.app.Host.FunctionTimeout; timeout > 0 {
+		answered := make(chan struct{})
+		defer close(answered)
 		t := time.AfterFunc(timeout, func() {
 			timedOut.Store(true)
 			h.log.Error(fmt.Sprintf("Timeout value of %s exceeded by function 'Functions.%s' (Id: '%s'). Initiating cancellation.", formatTimeout(timeout), fn.Name, id), "category", category)
+			// The invocation has failed; the handler gets the grace
+			// (TimeoutAttribute.GracePeriod) to answer before the worker
+			// is restarted anyway (WebScriptHostExceptionHandler
+			// .OnTimeoutExceptionAsync).
+			select {
+			case <-answered:
+			case <-time.After(timeoutGrace):
+			}
 			h.log.Error(fmt.Sprintf("A function timeout has occurred. Restarting worker process executing invocationId '%s'.", id), "category", dispatcherLogCategory)
 			h.replace(w, "function timeout", false, nil)
 			cancel()
 		})
 		defer t.Stop()
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d/%s", h.port, fn.Name)
+	url := fmt.Sprintf("http://127.0.0.1:%d/%s", w.port, fn.Name)
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, url, io.NopCloser(bytes.NewReader(body)))
 	if err != nil {
 		res.Err = fmt.Errorf("build invocation request: %w", err)

@@ -19,7 +19,8 @@ import (
 // Keys are a function app's access keys. A request presents one as the
 // "code" query parameter or the x-functions-key header.
 type Keys struct {
-	// Master is the admin key ("_master"): admin level, valid everywhere.
+	// Master is the admin key (named "master"): admin level, valid
+	// everywhere.
 	Master string
 	// Host are host keys by name (e.g. "default"): function level, valid
 	// for every function.
@@ -29,8 +30,12 @@ type Keys struct {
 	Function map[string]map[string]string
 }
 
-// MasterKeyName is the key name of Keys.Master in identities.
-const MasterKeyName = "_master"
+// MasterKeyName is the key name of Keys.Master in identities (the keyid
+// claim), as the host names it (ScriptConstants.DefaultMasterKeyName,
+// azure-functions-host src/WebJobs.Script/ScriptConstants.cs, used by
+// SecretManager.cs), so an operator's "by" reads "key master" locally as in
+// Azure.
+const MasterKeyName = "master"
 
 // GenerateKeys returns random keys: a master key and a host key named
 // "default".
@@ -85,13 +90,14 @@ func (k Keys) clone() Keys {
 	return out
 }
 
-// presentedKey returns the key a request presents: ?code= wins over the
-// x-functions-key header, as in the host.
+// presentedKey returns the key a request presents: the x-functions-key
+// header wins over ?code=, as in the host (azure-functions-host
+// src/WebJobs.Script.WebHost/Security/Authentication/Keys/AuthenticationLevelHandler.cs).
 func presentedKey(r *http.Request) string {
-	if code := r.URL.Query().Get("code"); code != "" {
-		return code
+	if key := r.Header.Get("x-functions-key"); key != "" {
+		return key
 	}
-	return r.Header.Get("x-functions-key")
+	return r.URL.Query().Get("code")
 }
 
 func equalKey(a, b string) bool {

@@ -18,3 +18,10 @@ func setProcAttr(cmd *exec.Cmd) {
 func interruptProcess(p *os.Process) error {
 	return p.Signal(os.Interrupt)
 }
+
+// lockFile takes an exclusive advisory lock on f (flock), held until
+// unlockFile: the read-modify-write of a lease file is atomic across
+// processes.
+func lockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
+
+func unlockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }

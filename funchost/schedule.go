@@ -37,6 +37,13 @@ const (
 	firePastDue
 	fireRunOnStartup
 	fireManual
+	// fireAdmin is a run through the admin API (POST
+	// /admin/functions/<name>): FunctionsController.Invoke calls the
+	// function through TimerTriggerBinding.BindAsync, outside the
+	// listener: it does not wait for a running invocation, sends the
+	// monitor's record as it stands with IsPastDue false, and leaves the
+	// schedule status alone.
+	fireAdmin
 )
 
 // TimerInvocation adjusts a timer invocation made with InvokeTimer.
@@ -74,6 +81,9 @@ func (h *Host) now() time.Time { return time.Now().In(h.loc) }
 
 // fireTimer is TimerListener.InvokeJobFunction.
 func (h *Host) fireTimer(ctx context.Context, ts *timerState, kind fireKind, opts TimerInvocation) *Result {
+	if kind == fireAdmin {
+		return h.fireAdmin(ctx, ts)
+	}
 	ts.invoking.Lock()
 	defer ts.invoking.Unlock()
 	start := h.now()
@@ -94,23 +104,11 @@ func (h *Host) fireTimer(ctx context.Context, ts *timerState, kind fireKind, opt
 		st := status
 		timer.ScheduleStatus = &st
 	}
-	sys := functions.Sys{MethodName: ts.fn.Name, UtcNow: time.Now().UTC(), RandGuid: newGUID()}
-	id := newGUID()
 	reason := fmt.Sprintf("Timer fired at %s", functions.FormatLocalTime(start))
 	if kind == fireManual {
-		reason = "This function was programmatically called via the host APIs."
+		reason = manualReason
 	}
-	var res *Result
-	inv, err := functions.NewTimerInvocation(ts.binding, timer, sys, opts.RetryContext)
-	var body []byte
-	if err == nil {
-		body, err = json.Marshal(inv)
-	}
-	if err != nil {
-		res = &Result{Function: ts.fn.Name, InvocationID: id, Reason: reason, Timer: &timer, Start: time.Now(), Err: fmt.Errorf("build timer invocation: %w", err)}
-	} else {
-		res = h.invoke(ctx, ts.fn, body, id, reason, &timer)
-	}
+	res := h.invokeTimerFunction(ctx, ts, timer, reason, opts.RetryContext)
 
 	// Failures advance the schedule too ("We don't want any function
 	// errors to stop the execution schedule").
@@ -123,6 +121,37 @@ func (h *Host) fireTimer(ctx context.Context, ts *timerState, kind fireKind, opt
 	}
 	ts.mu.Unlock()
 	return h.report(res)
+}
+
+// manualReason is the host's reason for a run through its APIs.
+const manualReason = "This function was programmatically called via the host APIs."
+
+// invokeTimerFunction sends one timer invocation with timer as its trigger
+// value.
+func (h *Host) invokeTimerFunction(ctx context.Context, ts *timerState, timer functions.Timer, reason string, retry *functions.RetryContext) *Result {
+	sys := functions.Sys{MethodName: ts.fn.Name, UtcNow: time.Now().UTC(), RandGuid: newGUID()}
+	id := newGUID()
+	inv, err := functions.NewTimerInvocation(ts.binding, timer, sys, retry)
+	var body []byte
+	if err == nil {
+		body, err = json.Marshal(inv)
+	}
+	if err != nil {
+		return &Result{Function: ts.fn.Name, InvocationID: id, Reason: reason, Timer: &timer, Start: time.Now(), Err: fmt.Errorf("build timer invocation: %w", err)}
+	}
+	return h.invoke(ctx, ts.fn, body, id, reason, &timer)
+}
+
+// fireAdmin is a run through the admin API (see fireAdmin's kind).
+func (h *Host) fireAdmin(ctx context.Context, ts *timerState) *Result {
+	timer := functions.Timer{Schedule: functions.TimerSchedule{AdjustForDST: true}}
+	ts.mu.Lock()
+	if ts.useMonitor && ts.stored != nil {
+		st := safeStatus(*ts.stored)
+		timer.ScheduleStatus = &st
+	}
+	ts.mu.Unlock()
+	return h.report(h.invokeTimerFunction(ctx, ts, timer, manualReason, nil))
 }
 
 // initialListenerStatus is the status a listener starts with when it has
@@ -258,6 +287,23 @@ func (h *Host) RunSchedules(ctx context.Context) error {
 }
 
 func (h *Host) runTimer(ctx context.Context, ts *timerState) {
+	if st := h.opts.Storage; st != nil {
+		var release func()
+		var ok bool
+		if ctx, release, ok = h.takeListenerLock(ctx, st, ts); !ok {
+			return
+		}
+		defer release()
+		stored, err := st.readStatus(ts.fn.Name)
+		if err != nil {
+			h.log.Error("Reading the schedule status", "category", hostGeneralLogCategory, "function", ts.fn.Name, "error", err)
+		}
+		ts.mu.Lock()
+		if stored != nil {
+			ts.stored = stored
+		}
+		ts.mu.Unlock()
+	}
 	now := h.now()
 	ts.mu.Lock()
 	listener, record, kind, missed := timerStartup(now, ts.schedule, ts.stored, ts.useMonitor, ts.runOnStartup)
@@ -282,6 +328,9 @@ func (h *Host) runTimer(ctx context.Context, ts *timerState) {
 			next := ts.listener.Next
 			ts.mu.Unlock()
 			wait = nextInterval(next, h.now())
+			if early := h.opts.FireEarly; wait > early {
+				wait -= early
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -298,7 +347,74 @@ func (h *Host) runTimer(ctx context.Context, ts *timerState) {
 		}
 		h.fireTimer(invokeCtx, ts, kind, TimerInvocation{})
 		kind = fireScheduled
+		if st := h.opts.Storage; st != nil && ts.useMonitor {
+			// UpdateStatusAsync, before the next timer starts.
+			ts.mu.Lock()
+			rec := *ts.stored
+			ts.mu.Unlock()
+			if err := st.writeStatus(ts.fn.Name, rec); err != nil {
+				h.log.Error("Writing the schedule status", "category", hostGeneralLogCategory, "function", ts.fn.Name, "error", err)
+			}
+		}
 	}
+}
+
+// takeListenerLock is SingletonListener.StartAsync for a timer: it takes the
+// timer's lock in st, trying again every LockPoll, and renews it every half
+// LockPeriod. It returns a context that ends with ctx or when the lease is
+// lost (the host then shuts down; here the listener stops), and release,
+// which gives the lock up (a graceful stop, after the running invocation).
+// ok is false when ctx ended or the host stopped first.
+func (h *Host) takeListenerLock(ctx context.Context, st *Storage, ts *timerState) (_ context.Context, release func(), ok bool) {
+	name := ts.fn.Name
+	for {
+		got, err := st.lease(name, h.instance)
+		if err != nil {
+			h.log.Error("Taking the listener lock", "category", hostGeneralLogCategory, "function", name, "error", err)
+		}
+		if got {
+			break
+		}
+		h.log.Debug(fmt.Sprintf("Unable to acquire Singleton lock (%s.Listener); trying again in %s.", name, st.lockPoll()), "category", hostGeneralLogCategory)
+		t := time.NewTimer(st.lockPoll())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx, nil, false
+		case <-h.done:
+			t.Stop()
+			return ctx, nil, false
+		case <-t.C:
+		}
+	}
+	h.log.Info(fmt.Sprintf("Singleton lock acquired (%s.Listener)", name), "category", hostGeneralLogCategory, "instance", h.instance)
+	lctx, cancel := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		tick := time.NewTicker(st.lockPeriod() / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-tick.C:
+			}
+			if got, err := st.lease(name, h.instance); !got {
+				h.log.Error(fmt.Sprintf("Singleton lock renewal failed (%s.Listener): the lease is lost; the listener stops", name), "category", hostGeneralLogCategory, "error", err)
+				cancel()
+				return
+			}
+		}
+	}()
+	return lctx, func() {
+		cancel()
+		<-renewed
+		if err := st.release(name, h.instance); err != nil {
+			h.log.Error("Releasing the listener lock", "category", hostGeneralLogCategory, "function", name, "error", err)
+		}
+		h.log.Info(fmt.Sprintf("Singleton lock released (%s.Listener)", name), "category", hostGeneralLogCategory, "instance", h.instance)
+	}, true
 }
 
 // ScheduleStatus returns the schedule monitor's record for a timer

@@ -74,12 +74,12 @@ func TestAuthorize(t *testing.T) {
 		{"h", "", "Status", "function", true, "Function", "default"},
 		{"o", "", "Status", "function", true, "Function", "other"},
 		{"", "h", "Status", "function", true, "Function", "default"},
-		{"x", "h", "Status", "function", false, "", ""}, // ?code= wins
+		{"x", "h", "Status", "function", true, "Function", "default"}, // the header wins (AuthenticationLevelHandler)
 		{"f", "", "status", "function", true, "Function", "fk"},
 		{"f", "", "CatchUp", "function", false, "", ""},
-		{"m", "", "Status", "function", true, "Admin", "_master"},
+		{"m", "", "Status", "function", true, "Admin", "master"},
 		{"h", "", "Status", "admin", false, "", ""},
-		{"m", "", "Status", "admin", true, "Admin", "_master"},
+		{"m", "", "Status", "admin", true, "Admin", "master"},
 		{"", "", "Status", "anonymous", true, "", ""},
 		{"h", "", "Status", "anonymous", true, "Function", "default"},
 	}

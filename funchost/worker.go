@@ -26,6 +26,7 @@ import (
 // worker is one handler process.
 type worker struct {
 	id     string
+	port   int // FUNCTIONS_CUSTOMHANDLER_PORT: fixed per ScriptHost
 	cmd    *exec.Cmd
 	ready  chan struct{} // closed when GET / answered
 	exited chan struct{} // closed when the process has exited
@@ -35,8 +36,11 @@ type worker struct {
 	// disposed is set when the host kills or replaces the worker on
 	// purpose; its exit then triggers no policy.
 	disposed atomic.Bool
-	stderr   *lineWriter
-	stdout   *lineWriter
+	// calls counts the invocations sent to this worker and not yet
+	// answered.
+	calls  atomic.Int64
+	stderr *lineWriter
+	stdout *lineWriter
 }
 
 func (w *worker) kill() error {
@@ -130,20 +134,20 @@ func (h *Host) command() (path string, args []string, dir string, err error) {
 	return path, args, dir, nil
 }
 
-// startWorker starts a handler process and its readiness probe.
-func (h *Host) startWorker() (*worker, error) {
+// startWorker starts a handler process on port and its readiness probe.
+func (h *Host) startWorker(port int) (*worker, error) {
 	path, args, dir, err := h.command()
 	if err != nil {
 		return nil, err
 	}
 	root, _ := filepath.Abs(h.app.Root)
-	w := &worker{id: newGUID(), ready: make(chan struct{}), exited: make(chan struct{}), handled: make(chan struct{})}
-	port := strconv.Itoa(h.port)
+	w := &worker{id: newGUID(), port: port, ready: make(chan struct{}), exited: make(chan struct{}), handled: make(chan struct{})}
+	portText := strconv.Itoa(port)
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append([]string(nil), h.env...),
-		functions.EnvPort+"="+port,
-		functions.EnvLegacyPort+"="+port,
+		functions.EnvPort+"="+portText,
+		functions.EnvLegacyPort+"="+portText,
 		functions.EnvWorkerID+"="+w.id,
 		functions.EnvLegacyWorkerID+"="+w.id,
 		functions.EnvAppRoot+"="+root,
@@ -160,7 +164,7 @@ func (h *Host) startWorker() (*worker, error) {
 		}
 		return nil, fmt.Errorf("start handler %s: %w", path, err)
 	}
-	h.log.Info("Started the handler process", "category", dispatcherLogCategory, "pid", cmd.Process.Pid, "workerId", w.id, "path", path, "port", h.port)
+	h.log.Info("Started the handler process", "category", dispatcherLogCategory, "pid", cmd.Process.Pid, "workerId", w.id, "path", path, "port", port)
 	go h.wait(w)
 	go h.probe(w)
 	return w, nil
@@ -212,7 +216,7 @@ func (h *Host) probe(w *worker) {
 			}
 		}
 	}()
-	url := fmt.Sprintf("http://127.0.0.1:%d/", h.port)
+	url := fmt.Sprintf("http://127.0.0.1:%d/", w.port)
 	start := time.Now()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -235,7 +239,7 @@ func (h *Host) probe(w *worker) {
 			if w.disposed.Load() {
 				return
 			}
-			cause := fmt.Errorf("Initializing HttpWorker timed out: the handler did not answer GET / on 127.0.0.1:%d within %v", h.port, timeout)
+			cause := fmt.Errorf("Initializing HttpWorker timed out: the handler did not answer GET / on 127.0.0.1:%d within %v", w.port, timeout)
 			h.log.Error(cause.Error(), "category", dispatcherLogCategory, "workerId", w.id)
 			h.replace(w, "initialization timeout", true, cause)
 			return

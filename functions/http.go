@@ -153,7 +153,7 @@ func AnonymousIdentity() Identity {
 
 // KeyIdentity is the identity the host attaches to a request authorized by
 // a key: level is "Function" or "Admin", keyName the key's name (e.g.
-// "default", "_master").
+// "default", "master").
 func KeyIdentity(level, keyName string) Identity {
 	typ := AuthLevelAuthenticationType
 	claim := func(t, v string) Claim {

@@ -33,6 +33,10 @@ type app struct {
 	source  *kafka.Source
 	sink    *eventhubs.Sink
 	service *mirror.Service
+	// runs shares catch-up runs with the other instances, instances what
+	// each instance runs and ran.
+	runs      *mirror.RunBoard
+	instances *mirror.InstanceBoard
 
 	// cutover is where POST /api/cutover writes checkpoints; its problems
 	// concern that route only.
@@ -125,6 +129,8 @@ func (a *app) connect() error {
 		return err
 	}
 	a.service = mirror.NewService(m, s.Limits)
+	a.runs = mirror.NewRunBoard(m)
+	a.instances = mirror.NewInstanceBoard(m)
 	return nil
 }
 

@@ -19,9 +19,11 @@ import (
 	"runtime/debug"
 	"syscall"
 	"time"
+	_ "time/tzdata" // WEBSITE_TIME_ZONE names resolve without the system zoneinfo
 
 	"github.com/ehmirror/ehmirror/config"
 	"github.com/ehmirror/ehmirror/functions"
+	"github.com/ehmirror/ehmirror/mirror"
 )
 
 // shutdownGrace bounds how long a SIGTERM/SIGINT waits for the current drain
@@ -68,14 +70,22 @@ func run() error {
 	for _, p := range a.unknownSettings {
 		errLogger.Warn("setting problem: "+p.String(), "setting", p.Setting, "remedy", p.Remedy, "doc", p.Doc)
 	}
-	srv := newServer(a)
-	srv.Server.BaseContext = func(net.Listener) context.Context { return ctx }
-	srv.Listener = ln
+	// Each HTTP function gets its own deadline: the host never cancels a
+	// request to the handler.
+	srv := &http.Server{
+		Handler:     deadlines{next: newServer(a), capAt: a.settings.HTTPDeadline, logger: errLogger, redact: redactor.Redact},
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Start("") }()
+	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("handler ready", "port", port, "settings_ok", len(a.problems) == 0 && len(a.unknownSettings) == 0, "unknown_settings", len(a.unknownSettings))
 	go a.logReadiness(ctx)
+	if a.instances != nil {
+		go a.instances.Run(ctx, func() ([]mirror.RunningDrain, []*mirror.Report) {
+			return a.service.Mirror().Running(), a.service.Reports()
+		})
+	}
 
 	select {
 	case err := <-errc:

@@ -172,7 +172,7 @@ func (a *app) mirrorTimer(c echo.Context) error {
 		run = "timer (past due)"
 	}
 	// The service logs the drain (its lines and the msg=drain line).
-	until := followUntil(a.settings.Follow, a.settings.Schedule, timer, time.Now())
+	until := followUntil(a.settings.Follow, a.settings.Schedule, a.settings.ScheduleZone, timer, time.Now())
 	rep, err := a.service.DrainFollowing(c.Request().Context(), run, until)
 	// A successful invocation's Logs carry the summary only: the
 	// per-partition and error lines are already on stdout, which the host
@@ -252,6 +252,14 @@ func (a *app) catchUp(c echo.Context) error {
 	if err != nil {
 		return a.opsError(c, "catch-up", err)
 	}
+	if started {
+		// The run's status URL may be polled through any instance, at
+		// once: it is published before the answer, then kept up.
+		if err := a.runs.Publish(c.Request().Context(), st); err != nil {
+			a.logger.Warn("sharing the catch-up's status with the other instances", "run", st.ID, "err", err)
+		}
+		go a.runs.Follow(context.WithoutCancel(c.Request().Context()), st.ID, a.service.CatchUp)
+	}
 	statusURL := statusURLFor(req.URL, st.ID)
 	status, msg := http.StatusAccepted, "catch-up "+st.ID+" started"
 	if !started {
@@ -330,6 +338,15 @@ type statusBody struct {
 	Run             *mirror.CatchUpStatus  `json:"run,omitempty"`
 	CatchUps        []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
 	Drains          []*mirror.Report       `json:"last_drains"`
+	// Instance is the instance that answered: running, last_drains,
+	// throughput and catch_ups are its own; RunInstance is the one that
+	// runs (or ran) the catch-up of ?run=.
+	Instance    string `json:"instance"`
+	RunInstance string `json:"run_instance,omitempty"`
+	// Instances are the other instances' drains, running and last, as
+	// they published them (InstancesError when they cannot be read).
+	Instances      []mirror.InstanceState `json:"instances"`
+	InstancesError string                 `json:"instances_error,omitempty"`
 	// Backlog is the lag in records and time, with how long it takes at
 	// the recent rate; Throughput that rate; Running the drains running
 	// now in this instance, with their progress and failures; NextTick
@@ -364,6 +381,19 @@ func (a *app) status(c echo.Context) error {
 		body.Reason = a.problemLines()[0]
 		return a.respondStatus(c, req, http.StatusServiceUnavailable, body, a.problemLines()...)
 	}
+	body.Instance = a.service.Mirror().Instance()
+	// The run is read before the lag: a run read as ended after the lag
+	// was read could show the lag of before its last drain.
+	if id := req.Query["run"]; id != "" {
+		run, found, err := a.catchUpRun(c.Request().Context(), id)
+		switch {
+		case err != nil:
+			return a.respondHTTP(c, http.StatusServiceUnavailable, map[string]string{"error": fmt.Sprintf("catch-up run %q is not in this instance, and the other instances' runs cannot be read: %v", id, err)})
+		case !found:
+			return a.respondHTTP(c, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no catch-up run %q in any instance", id)})
+		}
+		body.Run, body.RunInstance = &run.CatchUpStatus, run.Instance
+	}
 	readyCh := make(chan mirror.Readiness, 1)
 	go func() { readyCh <- a.readiness(c.Request().Context()) }()
 	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
@@ -397,19 +427,20 @@ func (a *app) status(c echo.Context) error {
 		body.Backlog = &b
 	}
 	if sched, err := ncrontab.Parse(a.settings.Schedule); err == nil {
-		body.NextTick = sched.Next(body.Time.UTC())
+		body.NextTick = nextTick(sched, a.settings.ScheduleZone, time.Time{}, body.Time)
 	}
 	if st, ok := a.service.ActiveCatchUp(); ok {
 		body.CatchUp = &st
 	}
-	if id := req.Query["run"]; id != "" {
-		st, ok := a.service.CatchUp(id)
-		if !ok {
-			return a.respondHTTP(c, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no catch-up run %q in this process", id)})
-		}
-		body.Run = &st
-	}
 	body.CatchUps = a.service.CatchUps()
+	if others, err := a.instances.Others(c.Request().Context()); err != nil {
+		body.InstancesError = err.Error()
+	} else {
+		body.Instances = others
+	}
+	if body.Instances == nil {
+		body.Instances = []mirror.InstanceState{}
+	}
 	if reports := a.service.Reports(); len(reports) > 0 {
 		body.Drains = reports
 		body.Deduplication = lastDeduplication(reports)
@@ -432,6 +463,15 @@ func (a *app) status(c echo.Context) error {
 		status = http.StatusServiceUnavailable
 	}
 	return a.respondStatus(c, req, status, body)
+}
+
+// catchUpRun returns catch-up run id: this instance's own, or as the
+// instance running it published it.
+func (a *app) catchUpRun(ctx context.Context, id string) (mirror.SharedRun, bool, error) {
+	if st, ok := a.service.CatchUp(id); ok {
+		return mirror.SharedRun{CatchUpStatus: st, Instance: a.service.Mirror().Instance(), Published: time.Now()}, true, nil
+	}
+	return a.runs.Lookup(ctx, id)
 }
 
 // wantsHTML reports whether a status request asks for the HTML page:

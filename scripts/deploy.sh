@@ -67,9 +67,13 @@
 #     300), so that it resolves them again;
 #   * while the settings are valid and Kafka is readable (status 200) but no
 #     clean drain is reported, it starts a short catch-up (POST /api/catchup,
-#     one minute), which reads Kafka and sends to the hubs that have records;
-#   * once an app's status says ok with a drain reported, it sets that
-#     app's AzureWebJobs.MirrorTimer.Disabled=false and prints its status.
+#     one minute), which reads Kafka and sends to the hubs that have records,
+#     and then reads the status by the catch-up's run id, which every
+#     instance answers;
+#   * once an app's status says ok with a drain reported or the catch-up
+#     caught up, and no catch-up runs (the setting change restarts the app),
+#     it sets that app's AzureWebJobs.MirrorTimer.Disabled=false and prints
+#     its status.
 # Apps not ready in time keep their timers disabled and the script fails
 # with one line naming each and its reason; run it again to retry.
 #
@@ -263,21 +267,36 @@ check_app() {
 		REASON[i]="no function key yet (the host is starting)"
 		return 1
 	fi
+	# The readiness catch-up's status answers on every instance (the
+	# instance that runs it shares it); the drains an instance reports are
+	# its own, and the instance answering may not have run one.
+	local url="https://$host/api/status"
+	if [[ -n ${RUN[i]:-} ]]; then
+		url+="?run=${RUN[i]}"
+	fi
 	code=$(curl -sS -o "$status" -w '%{http_code}' --max-time 60 \
-		-H @"$SCRATCH/key-$app" "https://$host/api/status") || code=000
-	if [[ $code == 200 ]] && jq -e '.ok == true and ((.last_drains // []) | length > 0)' "$status" >/dev/null 2>&1; then
+		-H @"$SCRATCH/key-$app" "$url") || code=000
+	# Ready: ok, a drain reported (by the instance that answered or, as
+	# published, by another) or the catch-up caught up, and no catch-up
+	# running (enabling the timer restarts the app, which would kill it).
+	if [[ $code == 200 ]] && jq -e '.ok == true and .catch_up == null and (((.last_drains // []) | length > 0) or ([.instances[]?.last_drains[]?] | length > 0) or .run.state == "caught up")' "$status" >/dev/null 2>&1; then
 		return 0
 	fi
 	if [[ $code == 200 || $code == 503 ]]; then
-		REASON[i]=$(jq -r '.reason // .lag_error // "no drain yet"' "$status" 2>/dev/null || echo "unreadable status")
+		REASON[i]=$(jq -r '.reason // .lag_error // (if .catch_up != null then "readiness catch-up running" else "no drain yet" end)' "$status" 2>/dev/null || echo "unreadable status")
+	elif [[ $code == 404 && -n ${RUN[i]:-} ]]; then
+		REASON[i]="readiness catch-up ${RUN[i]} unknown (its instance restarted)"
+		RUN[i]=
+		code=200
 	else
 		REASON[i]="/api/status answered HTTP $code"
 	fi
-	if [[ $code == 200 ]]; then
-		# Settings valid, Kafka readable: a short catch-up reads Kafka and
-		# sends to Event Hubs (again, after an unauthorized send).
-		curl -sS -o /dev/null --max-time 60 -X POST -H @"$SCRATCH/key-$app" -H 'Content-Type: application/json' \
-			--data '{"max_duration":"1m"}' "https://$host/api/catchup" || true
+	if [[ $code == 200 ]] && ! jq -e '.catch_up != null or .run.state == "running"' "$status" >/dev/null 2>&1; then
+		# Settings valid, Kafka readable, no catch-up running: a short
+		# catch-up reads Kafka and sends to Event Hubs (again, after an
+		# unauthorized send).
+		RUN[i]=$(curl -sS --max-time 60 -X POST -H @"$SCRATCH/key-$app" -H 'Content-Type: application/json' \
+			--data '{"max_duration":"1m"}' "https://$host/api/catchup" | jq -r '.id // empty' 2>/dev/null) || RUN[i]=
 	fi
 	echo "    $app not ready: ${REASON[i]}"
 	return 1
@@ -287,7 +306,7 @@ check_app() {
 # own status is good.
 echo "==> waiting for ${APPS[*]} to read Kafka and send to Event Hubs (at most ${READY_TIMEOUT}s; each timer stays disabled until then)"
 start=$SECONDS
-REASON=() LAST_RESTART=() PENDING=("${!APPS[@]}")
+REASON=() LAST_RESTART=() RUN=() PENDING=("${!APPS[@]}")
 for i in "${PENDING[@]}"; do REASON[i]="no answer from /api/status yet"; done
 while :; do
 	ensure_login

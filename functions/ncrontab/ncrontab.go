@@ -258,10 +258,31 @@ func (s *Schedule) Occurrences(t time.Time, n int) []time.Time {
 	return out
 }
 
-// SubMinute reports whether, from t, the schedule's next two occurrences
-// are less than a minute apart: the host then turns the schedule monitor
-// off (useMonitor=false), so invocations carry ScheduleStatus null.
-func (s *Schedule) SubMinute(t time.Time) bool {
-	occ := s.Occurrences(t, 2)
-	return len(occ) == 2 && occ[1].Sub(occ[0]) < time.Minute
+// DisablesMonitor is the host's TimerSchedule.ShouldDisableScheduleMonitor
+// (azure-webjobs-sdk-extensions
+// src/WebJobs.Extensions/Extensions/Timers/Scheduling/TimerSchedule.cs): the
+// host turns the schedule monitor off (useMonitor=false, invocations carry
+// ScheduleStatus null) only for a schedule whose every field from minutes
+// up is "*" in NCrontab's normalized form (a field matching all its values)
+// and that occurs more than once in the minute after t. "*/30 * 9-17 * * *"
+// occurs every 30 s yet keeps its monitor.
+func (s *Schedule) DisablesMonitor(t time.Time) bool {
+	if !s.hasSeconds {
+		return false
+	}
+	for f := minute; f < numFields; f++ {
+		fi := fieldInfo[f]
+		full := (uint64(1)<<uint(fi.max+1) - 1) &^ (uint64(1)<<uint(fi.min) - 1)
+		if s.sets[f]&full != full {
+			return false
+		}
+	}
+	end := t.Add(time.Minute)
+	n := 0
+	for next := s.Next(t); !next.IsZero() && next.Before(end); next = s.Next(next) {
+		if n++; n > 1 {
+			return true
+		}
+	}
+	return false
 }

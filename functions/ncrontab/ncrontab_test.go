@@ -110,18 +110,31 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestSubMinute(t *testing.T) {
-	from := at("2026-01-10T10:00:00Z")
+// TestDisablesMonitor follows TimerSchedule.ShouldDisableScheduleMonitor
+// (azure-webjobs-sdk-extensions Timers/Scheduling/TimerSchedule.cs): only
+// fields from minutes up that are all "*" and more than one occurrence in
+// the next minute (NCrontab's GetNextOccurrences: end exclusive) turn the
+// monitor off. The cases include the host's own
+// (TimerScheduleTests.ShouldDisableScheduleMonitor_ReturnsExpectedValue);
+// from is off the second, as the host's DateTime.Now is.
+func TestDisablesMonitor(t *testing.T) {
+	from := at("2026-01-10T10:00:00.5Z")
 	for expr, want := range map[string]bool{
-		"* * * * * *":    true,
-		"*/30 * * * * *": true,
-		"0 * * * * *":    false,
-		"0 */1 * * * *":  false,
-		"0,30 * * * * *": true,
-		"* * * * *":      false,
+		"* * * * * *":          true,
+		"*/10 * * * * *":       true,
+		"*/30 * * * * *":       true,
+		"0,30 * * * * *":       true,
+		"*/3 * 0-23 * * *":     true, // 0-23 is every hour: "*" once normalized
+		"*/30 * 9-17 * * *":    false,
+		"*/3 * 0-22 * * *":     false,
+		"*/10 0-58 * * * *":    false,
+		"*/10 * * * Jan-Nov *": false,
+		"0 * * * * *":          false,
+		"0 */1 * * * *":        false,
+		"* * * * *":            false,
 	} {
-		if got := MustParse(expr).SubMinute(from); got != want {
-			t.Errorf("SubMinute(%q) = %v, want %v", expr, got, want)
+		if got := MustParse(expr).DisablesMonitor(from); got != want {
+			t.Errorf("DisablesMonitor(%q) = %v, want %v", expr, got, want)
 		}
 	}
 }
