@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -264,5 +265,74 @@ resource "azurerm_linux_function_app" "this" {
 	want := []string{"KAFKA_GROUP", "KAFKA_TLS_KEY_PEM", "MIRROR_SCHEDULE", "CUTOVER_STORAGE"}
 	if !slices.Equal(got, want) {
 		t.Errorf("gaps %q, want %q", got, want)
+	}
+}
+
+// TestSettingsDocsNameTerraformVariables checks the Terraform column of
+// docs/settings.md and docs/cutover.md: every setting of config.Names has
+// a row there, and each variable a row names is a variable of infra/ that
+// the app settings read, for a setting the module writes.
+func TestSettingsDocsNameTerraformVariables(t *testing.T) {
+	root, err := parseHCLDir("../infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := readTFSettings(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := root.blocks("resource", "azurerm_linux_function_app")
+	// What the settings are made of: their expressions, and the values of
+	// the Key Vault secrets they reference.
+	source := settingsSource(root, apps[0].Body.Attrs["app_settings"])
+	for _, kv := range root.blocks("resource", "azurerm_key_vault_secret") {
+		source += bodyText(kv.Body)
+	}
+	rows := map[string]string{}
+	for _, page := range []string{"../docs/settings.md", "../docs/cutover.md"} {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		column := -1
+		for _, line := range strings.Split(string(text), "\n") {
+			if !strings.HasPrefix(line, "|") {
+				column = -1
+				continue
+			}
+			cells := strings.Split(strings.Trim(line, "|"), "|")
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			if i := slices.Index(cells, "Terraform (`infra/`)"); i >= 0 {
+				column = i
+				continue
+			}
+			name, ok := strings.CutPrefix(cells[0], "`")
+			if column < 0 || !ok || column >= len(cells) {
+				continue
+			}
+			rows[strings.TrimSuffix(name, "`")] = cells[column]
+		}
+	}
+	variable := regexp.MustCompile("`([a-z][a-z0-9_]+)`")
+	moduleDefault := regexp.MustCompile(`module default [^)]*`)
+	for _, name := range config.Names() {
+		cell, ok := rows[name]
+		if !ok {
+			t.Errorf("%s has no row with a Terraform column in docs/settings.md or docs/cutover.md", name)
+			continue
+		}
+		vars := variable.FindAllStringSubmatch(moduleDefault.ReplaceAllString(cell, ""), -1)
+		if s.written[name] && len(vars) == 0 && !strings.HasPrefix(cell, "set by the module") {
+			t.Errorf("%s: the docs name no variable (%q), but the module writes it", name, cell)
+		}
+		for _, v := range vars {
+			if len(root.blocks("variable", v[1])) != 1 {
+				t.Errorf("%s: the docs name `%s`, which is not a variable of infra/", name, v[1])
+			} else if !strings.Contains(source, "var."+v[1]) {
+				t.Errorf("%s: the docs name `%s`, which the app settings do not read", name, v[1])
+			}
+		}
 	}
 }
