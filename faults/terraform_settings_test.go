@@ -27,6 +27,10 @@ type tfSettings struct {
 	written   map[string]bool
 	fromVault map[string]bool
 	accepts   func(name string) bool
+	// source is what the settings are made of: the app_settings expression
+	// with the locals and for_each it draws on, and the bodies (values) of
+	// the Key Vault secrets.
+	source string
 }
 
 // readTFSettings evaluates, from the source, what the module's function app
@@ -42,11 +46,10 @@ func readTFSettings(root *hclBody) (tfSettings, error) {
 	if !ok {
 		return tfSettings{}, fmt.Errorf("the function app has no app_settings")
 	}
-	s := tfSettings{
-		written:   settingKeys(settingsSource(root, expr)),
-		fromVault: map[string]bool{},
-	}
+	s := tfSettings{source: settingsSource(root, expr), fromVault: map[string]bool{}}
+	s.written = settingKeys(s.source)
 	for _, kv := range root.blocks("resource", "azurerm_key_vault_secret") {
+		s.source += bodyText(kv.Body)
 		if each, ok := kv.Body.Attrs["for_each"]; ok {
 			for name := range settingKeys(settingsSource(root, each)) {
 				s.fromVault[name] = true
@@ -56,6 +59,20 @@ func readTFSettings(root *hclBody) (tfSettings, error) {
 	var err error
 	s.accepts, err = additionalSettingsRule(root)
 	return s, err
+}
+
+// infraSettings reads infra/*.tf and what its app settings do.
+func infraSettings(t *testing.T) (*hclBody, tfSettings) {
+	t.Helper()
+	root, err := parseHCLDir("../infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := readTFSettings(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, s
 }
 
 // settingsSource returns expr with, transitively, the expressions of the
@@ -194,14 +211,7 @@ func settingsGaps(s tfSettings, names []string, secrets map[string]bool, exempt 
 // exceptions are notWrittenByTerraform's, with their reasons. A new
 // setting fails here until infra/ wires it.
 func TestTerraformWritesEverySetting(t *testing.T) {
-	root, err := parseHCLDir("../infra")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := readTFSettings(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := infraSettings(t)
 	names := config.Names()
 	for _, gap := range settingsGaps(s, names, secretSettings(), notWrittenByTerraform) {
 		t.Error(gap)
@@ -273,21 +283,7 @@ resource "azurerm_linux_function_app" "this" {
 // a row there, and each variable a row names is a variable of infra/ that
 // the app settings read, for a setting the module writes.
 func TestSettingsDocsNameTerraformVariables(t *testing.T) {
-	root, err := parseHCLDir("../infra")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := readTFSettings(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apps := root.blocks("resource", "azurerm_linux_function_app")
-	// What the settings are made of: their expressions, and the values of
-	// the Key Vault secrets they reference.
-	source := settingsSource(root, apps[0].Body.Attrs["app_settings"])
-	for _, kv := range root.blocks("resource", "azurerm_key_vault_secret") {
-		source += bodyText(kv.Body)
-	}
+	root, s := infraSettings(t)
 	rows := map[string]string{}
 	for _, page := range []string{"../docs/settings.md", "../docs/cutover.md"} {
 		text, err := os.ReadFile(page)
@@ -330,7 +326,7 @@ func TestSettingsDocsNameTerraformVariables(t *testing.T) {
 		for _, v := range vars {
 			if len(root.blocks("variable", v[1])) != 1 {
 				t.Errorf("%s: the docs name `%s`, which is not a variable of infra/", name, v[1])
-			} else if !strings.Contains(source, "var."+v[1]) {
+			} else if !strings.Contains(s.source, "var."+v[1]) {
 				t.Errorf("%s: the docs name `%s`, which the app settings do not read", name, v[1])
 			}
 		}
