@@ -332,3 +332,46 @@ func TestSettingsDocsNameTerraformVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestTerraformDurationsAreTheHandlers checks that every duration the
+// module's validations accept (local.go_duration and a non-zero digit, or
+// exactly "0" for MIRROR_MAX_PAUSE_AGE) is one the handler's config.Load
+// accepts too, on the real loader: a plan that passes never deploys a
+// setting the handler reports as invalid. The module may be stricter.
+func TestTerraformDurationsAreTheHandlers(t *testing.T) {
+	root, _ := infraSettings(t)
+	var pattern string
+	for _, l := range root.blocks("locals") {
+		if e, ok := l.Body.Attrs["go_duration"]; ok {
+			p, err := strconv.Unquote(e)
+			if err != nil {
+				t.Fatalf("local.go_duration %s: %v", e, err)
+			}
+			pattern = p
+		}
+	}
+	if pattern == "" {
+		t.Fatal("infra/ has no local.go_duration")
+	}
+	duration := regexp.MustCompile(pattern)
+	nonZero := regexp.MustCompile(`[1-9]`)
+	samples := []string{"2m", "90s", "1h30m", "0.5s", "1ms", "1us", "1µs", "1.5h", "10m0s", "0s", "0", "00m", "120", "-1m", "+1m", ".5s", "1e3s", "1 m", "1M", "2d"}
+	accepted := 0
+	for _, setting := range []string{config.MirrorMaxDuration, config.MirrorCatchUpDuration, config.MirrorMaxBacklogAge, config.MirrorMaxPauseAge} {
+		for _, v := range samples {
+			tfOK := duration.MatchString(v) && nonZero.MatchString(v) || (setting == config.MirrorMaxPauseAge && v == "0")
+			env := map[string]string{setting: v}
+			_, problems := config.Load(func(k string) string { return env[k] })
+			handlerOK := !slices.ContainsFunc(problems, func(p config.Problem) bool { return p.Setting == setting })
+			if tfOK && !handlerOK {
+				t.Errorf("%s=%q: the module's validation accepts it, the handler does not", setting, v)
+			}
+			if tfOK {
+				accepted++
+			}
+		}
+	}
+	if accepted == 0 {
+		t.Fatal("the module's validation accepted no sample")
+	}
+}

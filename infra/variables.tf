@@ -533,7 +533,7 @@ variable "mirror_max_duration" {
   default     = "4m"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", var.mirror_max_duration)) && length(regexall("[1-9]", var.mirror_max_duration)) > 0
+    condition     = can(regex(local.go_duration, var.mirror_max_duration)) && length(regexall("[1-9]", var.mirror_max_duration)) > 0
     error_message = "mirror_max_duration must be a positive Go duration such as \"4m\", \"90s\" or \"1m30s\"."
   }
 }
@@ -544,7 +544,7 @@ variable "mirror_catchup_max_duration" {
   default     = "10m"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", var.mirror_catchup_max_duration)) && length(regexall("[1-9]", var.mirror_catchup_max_duration)) > 0
+    condition     = can(regex(local.go_duration, var.mirror_catchup_max_duration)) && length(regexall("[1-9]", var.mirror_catchup_max_duration)) > 0
     error_message = "mirror_catchup_max_duration must be a positive Go duration such as \"10m\" or \"1h\"."
   }
 }

@@ -11,7 +11,7 @@ variable "mirror_max_backlog_age" {
   default     = "2m"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", var.mirror_max_backlog_age)) && length(regexall("[1-9]", var.mirror_max_backlog_age)) > 0
+    condition     = can(regex(local.go_duration, var.mirror_max_backlog_age)) && length(regexall("[1-9]", var.mirror_max_backlog_age)) > 0
     error_message = "mirror_max_backlog_age must be a positive Go duration such as \"2m\", \"90s\" or \"1h30m\"."
   }
 }
@@ -22,7 +22,7 @@ variable "mirror_max_pause_age" {
   default     = "24h"
 
   validation {
-    condition     = var.mirror_max_pause_age == "0" || (can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", var.mirror_max_pause_age)) && length(regexall("[1-9]", var.mirror_max_pause_age)) > 0)
+    condition     = var.mirror_max_pause_age == "0" || (can(regex(local.go_duration, var.mirror_max_pause_age)) && length(regexall("[1-9]", var.mirror_max_pause_age)) > 0)
     error_message = "mirror_max_pause_age must be a positive Go duration such as \"24h\" or \"36h\", or \"0\" (exactly) to turn the check off."
   }
 }
