@@ -43,8 +43,9 @@ resource "azurerm_service_plan" "this" {
 }
 
 locals {
-  # Every setting the handler reads. Secrets appear only as Key Vault
-  # references; FUNCTIONS_WORKER_RUNTIME comes from use_custom_runtime and
+  # Every setting the handler reads (faults/terraform_settings_test.go
+  # checks config.Names()), but EVENTHUBS: a connection string, where the
+  # app uses its identity. Secrets appear only as Key Vault references; FUNCTIONS_WORKER_RUNTIME comes from use_custom_runtime and
   # AzureWebJobsStorage__accountName from storage_account_name with
   # storage_uses_managed_identity (storage.tf adds its identity settings and
   # the package's). A reference
@@ -81,6 +82,7 @@ locals {
       KAFKA_TLS_INSECURE_SKIP_VERIFY = tostring(var.kafka_tls_insecure_skip_verify)
       KAFKA_START_OFFSET             = var.kafka_start_offset
       KAFKA_SESSION_TIMEOUT          = "${var.kafka_session_timeout_seconds}s"
+      KAFKA_TLS_CERT_WARN_DAYS       = tostring(var.kafka_tls_cert_warn_days)
 
       # Identity-based connection "EVENTHUBS": no key, no connection string.
       EVENTHUBS__fullyQualifiedNamespace = local.eventhubs_fqdn
@@ -98,6 +100,9 @@ locals {
 
       MIRROR_CATCHUP_MAX_DURATION = var.mirror_catchup_max_duration
       MIRROR_DEDUPLICATE          = tostring(var.mirror_deduplicate)
+      MIRROR_FOLLOW               = tostring(var.mirror_follow)
+      MIRROR_MAX_BACKLOG_AGE      = var.mirror_max_backlog_age
+      MIRROR_MAX_PAUSE_AGE        = var.mirror_max_pause_age
     },
     # KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_TLS_CA_PEM
     local.kafka_secret_references,
@@ -105,6 +110,10 @@ locals {
     local.kafka_tls_client_secret_references,
     # OAUTHBEARER / AWS_MSK_IAM settings and secret references (kafka_sasl.tf)
     local.kafka_sasl_token_app_settings,
+    # CUTOVER_STORAGE__blobServiceUri, CUTOVER_CONTAINER, CUTOVER_STORAGE (cutover.tf)
+    local.cutover_app_settings,
+    # MIRROR_HTTP_DEADLINE only when set: otherwise each route keeps its own deadline.
+    var.mirror_http_deadline != null ? { MIRROR_HTTP_DEADLINE = var.mirror_http_deadline } : {},
   )
 }
 

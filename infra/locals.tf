@@ -48,6 +48,11 @@ locals {
     "Microsoft.Web",
   ]
 
+  # A positive Go duration (time.ParseDuration) as the handler's duration
+  # settings take it, e.g. "4m", "90s" or "1h30m"; the validations also ask
+  # for a non-zero digit.
+  go_duration = "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+
   # --- event hubs ------------------------------------------------------------
   # The DNS suffix of var.azure_cloud (network.tf).
   eventhubs_fqdn = "${azurerm_eventhub_namespace.this.name}.${local.cloud_dns[var.azure_cloud].servicebus}"

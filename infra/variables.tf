@@ -373,16 +373,16 @@ variable "role_propagation_wait" {
 }
 
 variable "additional_app_settings" {
-  description = "Extra app settings for the function app. Must not contain settings this module owns (the KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage*, WEBSITE_RUN_FROM_PACKAGE* and content share settings, FUNCTIONS_WORKER_RUNTIME)."
+  description = "Extra app settings for the function app (e.g. OTEL_EXPORTER_OTLP_*, WEBSITE_DNS_SERVER). Must not contain settings this module owns: every handler setting (KAFKA_*, EVENTHUBS, EVENTHUBS__*, MIRROR_*, CUTOVER_*; each has its own variable), AzureWebJobsStorage*, WEBSITE_RUN_FROM_PACKAGE* and the content share settings, FUNCTIONS_WORKER_RUNTIME."
   type        = map(string)
   default     = {}
 
   validation {
     condition = alltrue([
       for k in keys(var.additional_app_settings) :
-      !can(regex("^(KAFKA_|EVENTHUBS__|MIRROR_|AzureWebJobsStorage|WEBSITE_CONTENT|WEBSITE_RUN_FROM_PACKAGE|AzureFunctionsWebHost__hostid)", k)) && !contains(["FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_SKIP_CONTENTSHARE_VALIDATION"], k)
+      !can(regex("^(KAFKA_|EVENTHUBS$|EVENTHUBS__|MIRROR_|CUTOVER_|AzureWebJobsStorage|WEBSITE_CONTENT|WEBSITE_RUN_FROM_PACKAGE|AzureFunctionsWebHost__hostid)", k)) && !contains(["FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION", "WEBSITE_SKIP_CONTENTSHARE_VALIDATION"], k)
     ])
-    error_message = "additional_app_settings must not set KAFKA_*, EVENTHUBS__*, MIRROR_*, AzureWebJobsStorage*, WEBSITE_CONTENT* (a content share: the app runs without Azure Files), WEBSITE_RUN_FROM_PACKAGE*, WEBSITE_SKIP_CONTENTSHARE_VALIDATION, AzureFunctionsWebHost__hostid, FUNCTIONS_WORKER_RUNTIME or FUNCTIONS_EXTENSION_VERSION; the module sets them."
+    error_message = "additional_app_settings must not set KAFKA_*, EVENTHUBS, EVENTHUBS__*, MIRROR_*, CUTOVER_* (each of the handler's settings has its own variable; EVENTHUBS, a connection string, is not used: the app reaches Event Hubs with its identity), AzureWebJobsStorage*, WEBSITE_CONTENT* (a content share: the app runs without Azure Files), WEBSITE_RUN_FROM_PACKAGE*, WEBSITE_SKIP_CONTENTSHARE_VALIDATION, AzureFunctionsWebHost__hostid, FUNCTIONS_WORKER_RUNTIME or FUNCTIONS_EXTENSION_VERSION; the module sets them."
   }
 }
 
@@ -533,7 +533,7 @@ variable "mirror_max_duration" {
   default     = "4m"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", var.mirror_max_duration)) && length(regexall("[1-9]", var.mirror_max_duration)) > 0
+    condition     = can(regex(local.go_duration, var.mirror_max_duration)) && length(regexall("[1-9]", var.mirror_max_duration)) > 0
     error_message = "mirror_max_duration must be a positive Go duration such as \"4m\", \"90s\" or \"1m30s\"."
   }
 }
@@ -544,7 +544,7 @@ variable "mirror_catchup_max_duration" {
   default     = "10m"
 
   validation {
-    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", var.mirror_catchup_max_duration)) && length(regexall("[1-9]", var.mirror_catchup_max_duration)) > 0
+    condition     = can(regex(local.go_duration, var.mirror_catchup_max_duration)) && length(regexall("[1-9]", var.mirror_catchup_max_duration)) > 0
     error_message = "mirror_catchup_max_duration must be a positive Go duration such as \"10m\" or \"1h\"."
   }
 }
@@ -603,4 +603,10 @@ variable "mirror_deduplicate" {
   description = "Read events back after an unclean end so that no record is published twice (MIRROR_DEDUPLICATE). Grants the app's identity Azure Event Hubs Data Receiver on the namespace."
   type        = bool
   default     = false
+}
+
+variable "mirror_follow" {
+  description = "Follow mode (MIRROR_FOLLOW): a scheduled drain, once caught up, keeps following its partitions until shortly before the next tick and hands over to the next invocation, so records arrive within a second instead of at the next tick. false: each drain stops once caught up."
+  type        = bool
+  default     = true
 }
