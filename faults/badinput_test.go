@@ -245,17 +245,17 @@ func badPayloads() []badPayload {
 // badCatchUpBodies are catch-up request bodies a client may send.
 func badCatchUpBodies() []struct{ body, says string } {
 	return []struct{ body, says string }{
-		{`not json`, "want a JSON object"},
+		{`not json`, "body: malformed JSON"},
 		{`[]`, "want a JSON object"},
 		{`"prod"`, "want a JSON object"},
-		{`{"topics":5}`, "want a JSON object"},
+		{`{"topics":5}`, "topics: want a list of topic names"},
 		{`{"topics":"prod.("}`, "topics"},
 		{`{"max_duration":"soon"}`, "max_duration"},
 		{`{"max_duration":"-1m"}`, "max_duration"},
 		{`{"max_duration":"100h"}`, "exceeds MIRROR_CATCHUP_MAX_DURATION"},
-		{`{"topic":"prod.f1"}`, `unknown field "topic"`},
+		{`{"topic":"prod.f1"}`, "topic: unknown field"},
 		{`{"topics":"prod.f1"} {"topics":"prod.f2"}`, "single JSON object"},
-		{`{"topics":`, "want a JSON object"},
+		{`{"topics":`, "body: malformed JSON"},
 	}
 }
 
