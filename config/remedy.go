@@ -56,7 +56,7 @@ func settingSection(setting string) string {
 	switch {
 	case strings.HasPrefix(setting, "KAFKA_TLS_CERT") || strings.HasPrefix(setting, "KAFKA_TLS_KEY"):
 		return "client-certificates-mutual-tls"
-	case strings.HasPrefix(setting, "KAFKA_OAUTH") || strings.HasPrefix(setting, "KAFKA_AWS"):
+	case strings.HasPrefix(setting, "KAFKA_SASL_OAUTH") || strings.HasPrefix(setting, "KAFKA_SASL_AWS"):
 		return "connecting-to-managed-kafka-services"
 	case strings.HasPrefix(setting, "MIRROR_FOLLOW"):
 		return "follow-mode-mirror_follow"

@@ -143,8 +143,8 @@ func checkCutoverStoreEdges(ctx context.Context, t *testing.T, url string, w *wo
 		t.Fatal(err)
 	}
 	code, a, raw = postCutover(t, url, `{"group":"app","confirm":true}`)
-	if code != http.StatusOK || len(a.Cutover.Blobs) != 3 || a.Cutover.WrittenPartitions != len(plans) {
-		t.Fatalf("re-run: %d %s; want the 3 missing blobs written", code, raw)
+	if code != http.StatusOK || len(a.Cutover.Blobs) != 4 || a.Cutover.WrittenPartitions != len(plans) {
+		t.Fatalf("re-run: %d %s; want the 4 blobs of the 2 unfinished partitions written", code, raw)
 	}
 	for _, p := range plans {
 		if got := s.sequence(ctx, t, p.Hub, p.PartitionID); got != p.Checkpoint.Sequence {

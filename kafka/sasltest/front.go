@@ -267,12 +267,15 @@ func (c *conn) sasl(key, version int16, corr int32, body []byte) error {
 				c.f.mu.Lock()
 				c.f.lastRefusal = err.Error()
 				c.f.mu.Unlock()
-				if c.f.Verifier.Mechanism() == "OAUTHBEARER" {
+				if ee := (*ExtensionsError)(nil); c.f.Verifier.Mechanism() == "OAUTHBEARER" && !errors.As(err, &ee) {
 					// RFC 7628 §3.2.2: an error challenge.
 					ar.SASLAuthBytes, _ = json.Marshal(map[string]string{"status": "invalid_token"})
 				} else {
 					ar.ErrorCode = kerr.SaslAuthenticationFailed.Code
 					msg := "authentication failed: " + err.Error()
+					if ee := (*ExtensionsError)(nil); errors.As(err, &ee) {
+						msg = ee.Error() // Kafka's own message
+					}
 					ar.ErrorMessage = &msg
 					closeAfter = true
 				}

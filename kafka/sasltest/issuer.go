@@ -246,12 +246,29 @@ func (v *OAuthVerifier) Verify(auth []byte) (string, time.Time, error) {
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	var bad []string
 	for _, k := range slices.Sorted(maps.Keys(v.Extensions)) {
 		if ext[k] != v.Extensions[k] {
-			return "", time.Time{}, fmt.Errorf("extension %s is %q, want %q", k, ext[k], v.Extensions[k])
+			bad = append(bad, fmt.Sprintf("%s: %q is not %q", k, ext[k], v.Extensions[k]))
 		}
 	}
+	if len(bad) > 0 {
+		return "", time.Time{}, &ExtensionsError{Invalid: bad}
+	}
 	return v.VerifyJWT(token)
+}
+
+// ExtensionsError is a refusal for missing or wrong SASL extensions. A
+// Kafka broker answers it with an error code and a message (as
+// OAuthBearerSaslServer throws SaslAuthenticationException), not with an
+// OAUTHBEARER error challenge.
+type ExtensionsError struct {
+	Invalid []string
+}
+
+// Error returns Kafka's message.
+func (e *ExtensionsError) Error() string {
+	return fmt.Sprintf("Authentication failed: %d extensions are invalid! They are: %s", len(e.Invalid), strings.Join(e.Invalid, ", "))
 }
 
 // VerifyJWT checks a bearer token: signature against the JWKS, issuer,
