@@ -29,6 +29,13 @@ import (
 // a moment no request is waiting for its answer, so kafka-go never sees it.
 // A connection that stays busy past its session is closed by the broker;
 // the request fails and the next one dials a new connection.
+//
+// A connection whose session is already over when its next request
+// begins (a pooled connection that sat idle) is not re-authenticated:
+// Kafka accepts that, but brokers and proxies that enforce the session on
+// every request close the connection and the request would fail. The
+// connection dials a fresh one underneath instead (redial) and writes the
+// request there.
 
 // Request keys and versions written by saslDialer.
 const (
@@ -86,7 +93,7 @@ func (d *saslDialer) DialContext(ctx context.Context, network, address string) (
 		}
 		c = tc
 	}
-	rc := &reauthConn{Conn: c, d: d, meta: sasl.Metadata{Host: host, Port: port}, corr: corrBase}
+	rc := &reauthConn{Conn: c, d: d, meta: sasl.Metadata{Host: host, Port: port}, corr: corrBase, network: network, address: address}
 	if err := rc.authenticate(ctx); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("SASL %s authentication with %s: %w", d.mech.Name(), address, err)
@@ -99,8 +106,9 @@ func (d *saslDialer) DialContext(ctx context.Context, network, address string) (
 // and read through it, to know when none is in flight.
 type reauthConn struct {
 	net.Conn
-	d    *saslDialer
-	meta sasl.Metadata
+	d                *saslDialer
+	meta             sasl.Metadata
+	network, address string
 
 	mu         sync.Mutex // writes, re-authentication, and the fields below
 	corr       int32
@@ -108,7 +116,11 @@ type reauthConn struct {
 	sessionEnd time.Time // zero: the session does not expire
 	inflight   int
 	reauths    int
+	redials    int
 	w, r       frames
+	// readDL and writeDL are the deadlines kafka-go set, restored after
+	// a re-authentication and on a redialed connection.
+	readDL, writeDL time.Time
 }
 
 // frames follows size-prefixed frames in a byte stream.
@@ -153,8 +165,12 @@ func (f *frames) atBoundary() bool { return f.left == 0 && len(f.size) == 0 }
 func (c *reauthConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.w.atBoundary() && c.inflight == 0 && c.due(time.Now()) {
-		if err := c.reauthenticate(); err != nil {
+	if now := time.Now(); c.w.atBoundary() && c.inflight == 0 && c.due(now) {
+		reauth := c.reauthenticate
+		if !now.Before(c.sessionEnd) {
+			reauth = c.redial
+		}
+		if err := reauth(); err != nil {
 			_ = c.Conn.Close()
 			return 0, err
 		}
@@ -167,7 +183,10 @@ func (c *reauthConn) Write(p []byte) (int, error) {
 
 // Read reads kafka-go's response bytes.
 func (c *reauthConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	conn := c.Conn
+	c.mu.Unlock()
+	n, err := conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
 		_, ended := c.r.feed(p[:n])
@@ -175,6 +194,62 @@ func (c *reauthConn) Read(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	return n, err
+}
+
+// SetDeadline records and sets the read and write deadlines.
+func (c *reauthConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readDL, c.writeDL = t, t
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline records and sets the read deadline.
+func (c *reauthConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readDL = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline records and sets the write deadline.
+func (c *reauthConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeDL = t
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// Close closes the connection in use.
+func (c *reauthConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// restoreDeadlines sets kafka-go's deadlines again on the connection.
+func (c *reauthConn) restoreDeadlines() {
+	_ = c.Conn.SetReadDeadline(c.readDL)
+	_ = c.Conn.SetWriteDeadline(c.writeDL)
+}
+
+// redial replaces the connection, whose session is over, with a freshly
+// dialed and authenticated one to the same broker; nothing is in flight.
+func (c *reauthConn) redial() error {
+	ctx, cancel := context.WithTimeout(c.d.ctx, c.d.timeout)
+	defer cancel()
+	fresh, err := c.d.DialContext(ctx, c.network, c.address)
+	if err != nil {
+		return fmt.Errorf("the SASL session with %s ended; dialing a fresh connection: %w", c.address, err)
+	}
+	nc := fresh.(*reauthConn)
+	_ = c.Conn.Close()
+	c.Conn, c.corr, c.authedAt, c.sessionEnd = nc.Conn, nc.corr, nc.authedAt, nc.sessionEnd
+	c.w, c.r = frames{}, frames{}
+	c.redials++
+	c.restoreDeadlines()
+	c.d.log.Debug("kafka connection redialed: its SASL session was over", "broker", c.meta.Host, "mechanism", c.d.mech.Name(), "redials", c.redials)
+	return nil
 }
 
 func (c *reauthConn) due(now time.Time) bool {
@@ -204,7 +279,7 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 		deadline = dl
 	}
 	_ = c.Conn.SetDeadline(deadline)
-	defer c.Conn.SetDeadline(time.Time{})
+	defer c.restoreDeadlines()
 
 	name := c.d.mech.Name()
 	resp, err := c.roundTrip(keySaslHandshake, appendString(nil, name))
