@@ -36,6 +36,11 @@ import (
 // every request close the connection and the request would fail. The
 // connection dials a fresh one underneath instead (redial) and writes the
 // request there.
+//
+// A re-authentication that cannot get a credential (the token endpoint
+// is down) sends nothing: the connection keeps its session, and tries
+// again a moment later, until the session is over. An outage of the token
+// endpoint shorter than the sessions' remaining time thus ends no claim.
 
 // Request keys and versions written by saslDialer.
 const (
@@ -47,7 +52,24 @@ const (
 	// reauthAt is the fraction of a session after which the connection
 	// re-authenticates.
 	reauthAt = 0.8
+	// reauthRetry is how long a connection whose re-authentication got no
+	// credential waits before trying again (while its session lasts).
+	reauthRetry = 500 * time.Millisecond
 )
+
+// ErrNoCredential is returned (wrapped) when a SASL authentication could
+// not start because no credential (token, signature) could be obtained;
+// nothing was sent to the broker. Waiting may fix it.
+var ErrNoCredential = errors.New("no SASL credential")
+
+// credentialError marks a failure to obtain a credential with
+// ErrNoCredential, keeping its own one-line message.
+type credentialError struct{ err error }
+
+func (e *credentialError) Error() string { return e.err.Error() }
+
+// Unwrap returns the cause and ErrNoCredential.
+func (e *credentialError) Unwrap() []error { return []error{e.err, ErrNoCredential} }
 
 // refuser is a mechanism that explains a broker's refusal (an error code
 // in SaslAuthenticate) in one line naming the setting to check.
@@ -117,6 +139,7 @@ type reauthConn struct {
 	inflight   int
 	reauths    int
 	redials    int
+	retryAt    time.Time // no re-authentication before (one got no credential)
 	w, r       frames
 	// readDL and writeDL are the deadlines kafka-go set, restored after
 	// a re-authentication and on a redialed connection.
@@ -171,8 +194,15 @@ func (c *reauthConn) Write(p []byte) (int, error) {
 			reauth = c.redial
 		}
 		if err := reauth(); err != nil {
-			_ = c.Conn.Close()
-			return 0, err
+			if errors.Is(err, ErrNoCredential) && now.Before(c.sessionEnd) {
+				// Nothing was sent: keep the session while it lasts.
+				c.retryAt = time.Now().Add(reauthRetry)
+				c.d.log.Warn("kafka connection not re-authenticated yet, its session goes on", "broker", c.meta.Host,
+					"session_left", c.sessionEnd.Sub(now).Round(time.Millisecond), "err", err)
+			} else {
+				_ = c.Conn.Close()
+				return 0, err
+			}
 		}
 	}
 	n, err := c.Conn.Write(p)
@@ -253,7 +283,7 @@ func (c *reauthConn) redial() error {
 }
 
 func (c *reauthConn) due(now time.Time) bool {
-	if c.sessionEnd.IsZero() {
+	if c.sessionEnd.IsZero() || (now.Before(c.retryAt) && now.Before(c.sessionEnd)) {
 		return false
 	}
 	life := c.sessionEnd.Sub(c.authedAt)
@@ -281,6 +311,12 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 	_ = c.Conn.SetDeadline(deadline)
 	defer c.restoreDeadlines()
 
+	// The credential first: without one, nothing is sent and the
+	// connection (and its session) stays as it was.
+	sess, state, err := c.d.mech.Start(sasl.WithMetadata(ctx, &c.meta))
+	if err != nil {
+		return &credentialError{err: err}
+	}
 	name := c.d.mech.Name()
 	resp, err := c.roundTrip(keySaslHandshake, appendString(nil, name))
 	if err != nil {
@@ -291,10 +327,6 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 	}
 	if code := int16(binary.BigEndian.Uint16(resp)); code != 0 {
 		return fmt.Errorf("the broker does not accept SASL mechanism %s (error code %d)", name, code)
-	}
-	sess, state, err := c.d.mech.Start(sasl.WithMetadata(ctx, &c.meta))
-	if err != nil {
-		return err
 	}
 	start := time.Now()
 	for done := false; !done; {
@@ -319,7 +351,7 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 			return err
 		}
 		if done {
-			c.authedAt, c.sessionEnd = start, time.Time{}
+			c.authedAt, c.sessionEnd, c.retryAt = start, time.Time{}, time.Time{}
 			if lifetime > 0 {
 				c.sessionEnd = start.Add(time.Duration(lifetime) * time.Millisecond)
 			}

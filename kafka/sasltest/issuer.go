@@ -39,6 +39,7 @@ type Issuer struct {
 	clients  map[string]string // client id => secret
 	lifetime time.Duration
 	expired  bool
+	down     bool
 	identity string // managed identity's client id
 	header   string // IDENTITY_HEADER value
 }
@@ -95,6 +96,20 @@ func (is *Issuer) IssueExpired(on bool) {
 	is.expired = on
 }
 
+// Down makes the token endpoints answer 503 (an outage) until called
+// with false.
+func (is *Issuer) Down(on bool) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.down = on
+}
+
+func (is *Issuer) isDown() bool {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.down
+}
+
 // Issued is how many tokens were handed out.
 func (is *Issuer) Issued() int64 { return is.issued.Load() }
 
@@ -123,6 +138,10 @@ func oauthError(w http.ResponseWriter, status int, code, desc string) {
 }
 
 func (is *Issuer) token(w http.ResponseWriter, r *http.Request) {
+	if is.isDown() {
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token endpoint is down")
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "bad form")
 		return
