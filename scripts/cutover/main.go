@@ -12,8 +12,13 @@
 //
 // Without -confirm it is a dry run: it prints the plan (per hub partition
 // the start, the checkpoint, the events delivered again) and writes
-// nothing. It refuses while the group has members (unless -force) and while
-// the mirror has not mirrored up to the group's committed offsets. The
+// nothing (with -container it also reads and shows the stored checkpoints).
+// It refuses while the group has members (unless -force), while the mirror
+// has not mirrored up to the group's committed offsets, and when a planned
+// checkpoint is older than the stored one (unless -allow-backward; each
+// partition is named with both values). Checkpoints are written on the
+// condition that the blob did not change since it was read; after a store
+// failure halfway it prints what was written, and a re-run finishes. The
 // watermarks for the consumer-side filter (package cutover/filter) are
 // printed as JSON, and written to -watermarks FILE when given.
 //
