@@ -11,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2/checkpoints"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/ehmirror/ehmirror/checkpointstore"
 	"github.com/ehmirror/ehmirror/cutover"
@@ -22,14 +23,9 @@ import (
 // names as given and, for the other SDKs, lower-cased; a second write
 // replaces the first.
 func TestWriteCheckpointOnAzurite(t *testing.T) {
-	conn := azurite.Start(t)
-	cc := azurite.NewContainer(t, conn, "checkpoints")
+	cc, store := newStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	store, err := checkpointstore.New(checkpointstore.Options{ConnectionString: conn, Container: "checkpoints"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	write := func(group, partition string, cp cutover.Checkpoint) ([]string, error) {
 		t.Helper()
 		stored, err := store.ReadCheckpoint(ctx, "ns.servicebus.windows.net", "orders", group, partition)
@@ -73,14 +69,9 @@ func TestWriteCheckpointOnAzurite(t *testing.T) {
 // write, of an existing blob and of a new one: the write fails with
 // ErrCheckpointChanged and the processor's checkpoint stays.
 func TestWriteCheckpointNeverOverwritesAConcurrentOne(t *testing.T) {
-	conn := azurite.Start(t)
-	cc := azurite.NewContainer(t, conn, "checkpoints")
+	cc, store := newStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	store, err := checkpointstore.New(checkpointstore.Options{ConnectionString: conn, Container: "checkpoints"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	bs, err := checkpoints.NewBlobStore(cc, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +133,19 @@ func TestCheckAnswersInOneLine(t *testing.T) {
 			t.Fatalf("the key leaked: %v", err)
 		}
 	}
+}
+
+// newStore starts Azurite with a container "checkpoints" and returns its
+// client and a store writing there.
+func newStore(t *testing.T) (*container.Client, *checkpointstore.Store) {
+	t.Helper()
+	conn := azurite.Start(t)
+	cc := azurite.NewContainer(t, conn, "checkpoints")
+	store, err := checkpointstore.New(checkpointstore.Options{ConnectionString: conn, Container: "checkpoints"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc, store
 }
 
 func TestNewRefusesIncompleteOptions(t *testing.T) {

@@ -45,20 +45,7 @@ func TestOAuthBearerRefusals(t *testing.T) {
 				c.before()
 			}
 			src := e.source(c.secret, c.scope)
-			m := e.mirror(src, false)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			rep, err := m.Drain(ctx, c.name, mirror.Limits{MaxDuration: 10 * time.Second})
-			line := ""
-			switch {
-			case err != nil:
-				line = err.Error()
-			case rep.Failed():
-				line = strings.Join(rep.Errors, "; ")
-			default:
-				t.Fatalf("drain succeeded: %s", rep.Summary())
-			}
-			t.Logf("%s: %s", c.name, line)
+			line := failedDrain(t, e, src, c.name)
 			if !strings.Contains(line, c.setting+":") || !strings.Contains(line, c.says) || strings.Contains(line, "\n") {
 				t.Errorf("drain error %q; want one line naming %s and saying %q", line, c.setting, c.says)
 			}
@@ -77,6 +64,26 @@ func TestOAuthBearerRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failedDrain runs a drain with src that must fail, and returns its
+// error line.
+func failedDrain(t *testing.T, e *env, src *kafka.Source, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := e.mirror(src, false).Drain(ctx, name, mirror.Limits{MaxDuration: 10 * time.Second})
+	line := ""
+	switch {
+	case err != nil:
+		line = err.Error()
+	case rep.Failed():
+		line = strings.Join(rep.Errors, "; ")
+	default:
+		t.Fatalf("drain succeeded: %s", rep.Summary())
+	}
+	t.Logf("%s: %s", name, line)
+	return line
 }
 
 // committedAny reads the group's offsets through a source that
@@ -156,19 +163,7 @@ func TestOAuthBearerRefusalsNameTheCandidates(t *testing.T) {
 			[]string{"EXTENSIONS:", "extensions are invalid", "logicalCluster", "sent: none"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			rep, err := e.mirror(c.src, false).Drain(ctx, c.name, mirror.Limits{MaxDuration: 10 * time.Second})
-			line := ""
-			switch {
-			case err != nil:
-				line = err.Error()
-			case rep.Failed():
-				line = strings.Join(rep.Errors, "; ")
-			default:
-				t.Fatalf("drain succeeded: %s", rep.Summary())
-			}
-			t.Logf("%s: %s", c.name, line)
+			line := failedDrain(t, e, c.src, c.name)
 			last := c.src.Auth().LastError
 			for _, w := range c.want {
 				if !strings.Contains(line, w) {
