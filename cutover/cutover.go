@@ -40,15 +40,6 @@ type Hubs interface {
 	ScanPartition(ctx context.Context, hub, partitionID string, fn func(Event)) error
 }
 
-// CheckpointWriter stores checkpoints where Event Hubs processors read
-// them. The checkpointstore adapter implements it.
-type CheckpointWriter interface {
-	// WriteCheckpoint stores cp as the checkpoint of one partition of hub
-	// for the Event Hubs consumer group, and returns the blob names it
-	// wrote.
-	WriteCheckpoint(ctx context.Context, namespace, hub, consumerGroup, partitionID string, cp Checkpoint) ([]string, error)
-}
-
 // TopicRoute is one mirrored topic: its partition count and its hub.
 type TopicRoute struct {
 	Topic      string
@@ -67,12 +58,17 @@ type Request struct {
 	// MirrorCommitted are the mirror's own committed offsets (how far it
 	// has mirrored) for the partitions of Topics.
 	MirrorCommitted map[mirror.TopicPartition]int64
+	// MirrorEnds are the Kafka log end offsets of the same partitions
+	// (how far there is to mirror), to count what is not mirrored yet.
+	MirrorEnds map[mirror.TopicPartition]int64
 	// Namespace (fully qualified, as the consumers spell it) and
 	// ConsumerGroup (Event Hubs) name the checkpoints.
 	Namespace     string
 	ConsumerGroup string
 	// Force cuts over although Group has members.
 	Force bool
+	// AllowBackward writes checkpoints older than those already stored.
+	AllowBackward bool
 	// Confirm writes the checkpoints; without it the cut-over is a dry run.
 	Confirm bool
 	// By says who asked, for the log.
@@ -89,6 +85,7 @@ type Result struct {
 	At            time.Time `json:"at"`
 	Members       int       `json:"members"`
 	Forced        bool      `json:"forced,omitempty"`
+	AllowBackward bool      `json:"allow_backward"`
 	// Hubs are the hubs scanned; Watermarks the group's committed offsets,
 	// the filter's input.
 	Hubs       []string        `json:"hubs"`
@@ -96,8 +93,20 @@ type Result struct {
 	Partitions []PartitionPlan `json:"partitions"`
 	// Redelivered sums the partitions' redelivered events.
 	Redelivered int64 `json:"redelivered"`
-	// Blobs are the checkpoint blobs written.
-	Blobs []string `json:"blobs,omitempty"`
+	// Unmirrored counts the records of the group's partitions that the
+	// mirror had not mirrored yet when the cut-over was planned (past the
+	// group's position: the consumers get them once mirrored).
+	Unmirrored int64 `json:"unmirrored"`
+	// Backward lists the partitions whose planned checkpoint is older
+	// than the stored one (read when a store is given).
+	Backward []Backward `json:"backward,omitempty"`
+	// Blobs are the checkpoint blobs written; InPlace those that already
+	// held the planned checkpoint (a re-run after a partial write).
+	Blobs   []string `json:"blobs,omitempty"`
+	InPlace []string `json:"in_place,omitempty"`
+	// WrittenPartitions counts the partitions whose checkpoints are in
+	// place (written or already there).
+	WrittenPartitions int `json:"written_partitions"`
 }
 
 // InputError is a bad request; Field names the culprit.
@@ -114,11 +123,26 @@ func (e *InputError) Error() string { return e.Field + ": " + e.Msg }
 // unless forced, and (ErrMirrorBehind, saying how far the mirror is) while
 // the mirror has not mirrored every partition up to the group's committed
 // offset.
-func Run(ctx context.Context, g Group, h Hubs, w CheckpointWriter, req Request, log *slog.Logger) (*Result, error) {
+//
+// With a store w it checks the store first, reads every stored checkpoint
+// of the plan and refuses (ErrBackward, naming each partition) to move one
+// backward unless req.AllowBackward; a dry run lists them in
+// Result.Backward. It writes each blob on the condition that it did not
+// change since it was read (ErrCheckpointChanged otherwise), partition by
+// partition: when a write fails, the Result returned with the error lists
+// what was written, and a re-run finishes the job (partitions already
+// holding the plan are left as they are).
+func Run(ctx context.Context, g Group, h Hubs, w CheckpointStore, req Request, log *slog.Logger) (*Result, error) {
 	if err := validate(req, w); err != nil {
 		return nil, err
 	}
-	res := &Result{Group: req.Group, Namespace: req.Namespace, ConsumerGroup: req.ConsumerGroup, By: req.By, At: time.Now().UTC(), Forced: req.Force}
+	if w != nil {
+		if err := w.Check(ctx); err != nil {
+			return nil, fmt.Errorf("cutover: %w: %w", ErrStore, err)
+		}
+	}
+	res := &Result{Group: req.Group, Namespace: req.Namespace, ConsumerGroup: req.ConsumerGroup, By: req.By, At: time.Now().UTC(),
+		Forced: req.Force, AllowBackward: req.AllowBackward}
 	members, err := g.MembersOf(ctx, req.Group)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: members of %q: %w", req.Group, err)
@@ -144,6 +168,7 @@ func Run(ctx context.Context, g Group, h Hubs, w CheckpointWriter, req Request, 
 	if err := checkMirrored(committed, req.MirrorCommitted); err != nil {
 		return nil, err
 	}
+	res.Unmirrored = unmirrored(committed, req.MirrorCommitted, req.MirrorEnds)
 	res.Watermarks = WatermarksOf(committed)
 	marks := watermarkMap(res.Watermarks)
 	hubs := map[string]bool{}
@@ -174,21 +199,46 @@ func Run(ctx context.Context, g Group, h Hubs, w CheckpointWriter, req Request, 
 			res.Redelivered += p.Redelivered
 		}
 	}
+	var stored []Stored
+	if w != nil {
+		var back []Backward
+		stored, back, err = readStored(ctx, w, req, res.Partitions)
+		if err != nil {
+			return nil, err
+		}
+		res.Backward = back
+		if len(back) > 0 && req.Confirm && !req.AllowBackward {
+			return res, backwardError(back)
+		}
+	}
 	if !req.Confirm {
 		return res, nil
 	}
-	for _, p := range res.Partitions {
-		names, err := w.WriteCheckpoint(ctx, req.Namespace, p.Hub, req.ConsumerGroup, p.PartitionID, p.Checkpoint)
-		if err != nil {
-			return res, fmt.Errorf("cutover: writing the checkpoint of hub %q partition %s (%d of %d written): %w", p.Hub, p.PartitionID, len(res.Blobs), len(res.Partitions), err)
+	for i, p := range res.Partitions {
+		if stored[i].holds(p.Checkpoint) {
+			for _, b := range stored[i].Blobs {
+				res.InPlace = append(res.InPlace, b.Name)
+			}
+			res.WrittenPartitions++
+			continue
 		}
+		names, err := w.WriteCheckpoint(ctx, stored[i], p.Checkpoint)
 		res.Blobs = append(res.Blobs, names...)
+		if err != nil {
+			kind := ErrStore
+			if errors.Is(err, ErrCheckpointChanged) {
+				kind = ErrCheckpointChanged
+			}
+			return res, fmt.Errorf("cutover: %w: writing the checkpoint of hub %q partition %s (%d of %d partition(s) in place, re-run to finish): %w",
+				kind, p.Hub, p.PartitionID, res.WrittenPartitions, len(res.Partitions), err)
+		}
+		res.WrittenPartitions++
 		log.LogAttrs(ctx, slog.LevelInfo, "cut-over checkpoint written",
 			slog.String("by", req.By), slog.String("at", res.At.Format(time.RFC3339)), slog.String("group", req.Group),
 			slog.String("hub", p.Hub), slog.String("partition", p.PartitionID),
 			slog.String("consumer_group", req.ConsumerGroup), slog.Int64("start", p.Start),
 			slog.Int64("sequence_number", p.Checkpoint.Sequence), slog.String("offset", p.Checkpoint.Offset),
-			slog.Int64("redelivered", p.Redelivered))
+			slog.Int64("redelivered", p.Redelivered), slog.Any("stored", p.Stored))
 	}
 	res.Written = true
 	log.LogAttrs(ctx, slog.LevelInfo, "cut-over checkpoints written",
@@ -196,11 +246,12 @@ func Run(ctx context.Context, g Group, h Hubs, w CheckpointWriter, req Request, 
 		slog.String("consumer_group", req.ConsumerGroup), slog.String("by", req.By),
 		slog.Bool("forced", req.Force), slog.Int("members", members),
 		slog.Any("hubs", res.Hubs), slog.Int("partitions", len(res.Partitions)),
-		slog.Int64("redelivered", res.Redelivered))
+		slog.Int64("redelivered", res.Redelivered), slog.Int64("unmirrored", res.Unmirrored),
+		slog.Int("backward", len(res.Backward)), slog.Bool("allow_backward", req.AllowBackward))
 	return res, nil
 }
 
-func validate(req Request, w CheckpointWriter) error {
+func validate(req Request, w CheckpointStore) error {
 	switch {
 	case strings.TrimSpace(req.Group) == "":
 		return &InputError{Field: "group", Msg: "the Kafka consumer group to cut over is required"}
@@ -275,4 +326,20 @@ func checkMirrored(committed, mirrored map[mirror.TopicPartition]int64) error {
 		behind = behind[:show]
 	}
 	return fmt.Errorf("cutover: %w: %d record(s) the group processed are not mirrored yet (%s%s); let the mirror catch up first", ErrMirrorBehind, missing, strings.Join(behind, ", "), more)
+}
+
+// unmirrored counts the records of the group's partitions between the
+// mirror's position and the log end.
+func unmirrored(committed, mirrored, ends map[mirror.TopicPartition]int64) int64 {
+	var n int64
+	for tp := range committed {
+		end, ok := ends[tp]
+		if !ok {
+			continue
+		}
+		if m := max(mirrored[tp], 0); end > m {
+			n += end - m
+		}
+	}
+	return n
 }

@@ -108,6 +108,9 @@ type PartitionPlan struct {
 	Delivered   int64 `json:"delivered"`
 	Redelivered int64 `json:"redelivered"`
 	Foreign     int64 `json:"foreign"`
+	// Stored is the most advanced checkpoint already in the store (nil
+	// when there is none or the store was not read).
+	Stored *Checkpoint `json:"stored,omitempty"`
 }
 
 // Scan computes one hub partition's plan from its events, fed in sequence

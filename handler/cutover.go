@@ -31,8 +31,11 @@ type cutoverBody struct {
 	BlobServiceURI string `json:"blob_service_uri"`
 	Container      string `json:"container"`
 	Force          bool   `json:"force"`
-	Confirm        bool   `json:"confirm"`
-	By             string `json:"by"`
+	// AllowBackward writes checkpoints older than those already stored
+	// (a consumer read further); without it such a cut-over is refused.
+	AllowBackward bool   `json:"allow_backward"`
+	Confirm       bool   `json:"confirm"`
+	By            string `json:"by"`
 }
 
 // cutoverRoute plans (dry run, the default) or writes the Event Hubs
@@ -47,45 +50,40 @@ func (a *app) cutoverRoute(c echo.Context) error {
 	}
 	var b cutoverBody
 	if err := decodeBody(req.Body, &b); err != nil {
-		return a.cutoverError(c, err)
+		return a.cutoverError(c, nil, err)
 	}
 	by := caller(req)
 	if b.By != "" {
 		by += " (" + b.By + ")"
 	}
 	ctx := c.Request().Context()
-	routes, mirrored, err := cutover.Mirrored(ctx, a.source, a.settings.Topics, a.settings.Routes, b.Topics)
-	if err != nil {
-		return a.cutoverError(c, err)
+	var store cutover.CheckpointStore
+	s, err := a.checkpointStore(b)
+	switch {
+	case err == nil:
+		store = s
+	case b.Confirm:
+		return a.cutoverError(c, nil, err)
 	}
-	cr := cutover.Request{Group: b.Group, Topics: routes, Explicit: len(b.Topics) > 0, MirrorCommitted: mirrored,
-		Namespace: b.Namespace, ConsumerGroup: b.ConsumerGroup, Force: b.Force, Confirm: b.Confirm, By: by}
+	m, err := cutover.Mirrored(ctx, a.source, a.settings.Topics, a.settings.Routes, b.Topics)
+	if err != nil {
+		return a.cutoverError(c, nil, err)
+	}
+	cr := cutover.Request{Group: b.Group, Topics: m.Topics, Explicit: len(b.Topics) > 0, MirrorCommitted: m.Committed, MirrorEnds: m.Ends,
+		Namespace: b.Namespace, ConsumerGroup: b.ConsumerGroup, Force: b.Force, AllowBackward: b.AllowBackward, Confirm: b.Confirm, By: by}
 	if cr.Namespace == "" {
 		if cr.Namespace, err = a.sink.Namespace(); err != nil {
-			return a.cutoverError(c, err)
+			return a.cutoverError(c, nil, err)
 		}
 	}
 	if cr.ConsumerGroup == "" {
 		cr.ConsumerGroup = "$Default"
 	}
-	var store cutover.CheckpointWriter
-	if b.Confirm {
-		s, err := a.checkpointStore(b)
-		if err != nil {
-			return a.cutoverError(c, err)
-		}
-		store = s
-	}
 	res, err := cutover.Run(ctx, a.source, a.sink, store, cr, a.logger)
 	if err != nil {
-		return a.cutoverError(c, err)
+		return a.cutoverError(c, res, err)
 	}
-	msg := fmt.Sprintf("cut-over of %s to %s: dry run, nothing written; %d event(s) would be delivered again (the watermarks drop them); send \"confirm\": true to write the checkpoints",
-		b.Group, strings.Join(res.Hubs, ", "), res.Redelivered)
-	if res.Written {
-		msg = fmt.Sprintf("cut-over of %s to %s: %d checkpoint blob(s) written for consumer group %s by %s; %d event(s) will be delivered again (the watermarks drop them)",
-			b.Group, strings.Join(res.Hubs, ", "), len(res.Blobs), cr.ConsumerGroup, by, res.Redelivered)
-	}
+	msg := cutover.Summary(res, `send "confirm": true`, `"allow_backward": true`)
 	return a.respondHTTP(c, http.StatusOK, map[string]any{"dry_run": !res.Written, "message": msg, "cutover": res}, msg)
 }
 
@@ -120,10 +118,16 @@ func (a *app) checkpointStore(b cutoverBody) (*checkpointstore.Store, error) {
 }
 
 // cutoverError answers a refused cut-over: 400 naming the field, 409 while
-// the group has members or the mirror is behind it, 503 otherwise.
-func (a *app) cutoverError(c echo.Context, err error) error {
+// the group has members, the mirror is behind it, a planned checkpoint is
+// older than the stored one or a checkpoint changed meanwhile, 503
+// otherwise. res, when not nil, is the plan so far (what was written
+// before a store failed, the partitions that would move backward).
+func (a *app) cutoverError(c echo.Context, res *cutover.Result, err error) error {
 	status := http.StatusServiceUnavailable
-	body := map[string]string{"error": err.Error()}
+	body := map[string]any{"error": err.Error()}
+	if res != nil {
+		body["cutover"] = res
+	}
 	var ie *cutover.InputError
 	var mie *mirror.InputError
 	switch {
@@ -131,7 +135,8 @@ func (a *app) cutoverError(c echo.Context, err error) error {
 		status, body["field"] = http.StatusBadRequest, ie.Field
 	case errors.As(err, &mie):
 		status, body["field"] = http.StatusBadRequest, mie.Field
-	case errors.Is(err, cutover.ErrGroupActive), errors.Is(err, cutover.ErrMirrorBehind):
+	case errors.Is(err, cutover.ErrGroupActive), errors.Is(err, cutover.ErrMirrorBehind),
+		errors.Is(err, cutover.ErrBackward), errors.Is(err, cutover.ErrCheckpointChanged):
 		status = http.StatusConflict
 	}
 	msg := "cut-over refused: " + err.Error()

@@ -45,7 +45,8 @@ func postCutover(t *testing.T, url, body string) (int, cutoverAnswer, string) {
 // while the application's group has a member and while the mirror is
 // behind it, a dry run that writes nothing, then checkpoints that the
 // azeventhubs Blob store lists as planned, logged with who and when; bad
-// input names the field; the storage key never shows.
+// input names the field; the storage key never shows; then the edges of
+// checkCutoverStoreEdges.
 func TestCutoverRoute(t *testing.T) {
 	app := buildApp(t)
 	storage := azurite.Start(t)
@@ -146,6 +147,7 @@ func TestCutoverRoute(t *testing.T) {
 	}
 
 	code, a, raw = postCutover(t, url, `{"group":"app","confirm":true,"by":"alice"}`)
+	confirmed := a.Cutover.Partitions
 	if code != http.StatusOK || a.DryRun || !a.Cutover.Written || len(a.Cutover.Blobs) != 16 || a.Cutover.Namespace != namespace {
 		t.Fatalf("confirm: %d %s", code, raw)
 	}
@@ -189,6 +191,7 @@ func TestCutoverRoute(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 naming %s", body, code, raw, field)
 		}
 	}
+	checkCutoverStoreEdges(ctx, t, url, w, storedCheckpoints{cc: cc, bs: bs, namespace: namespace}, confirmed)
 	if strings.Contains(out.String()+raw, azurite.Key) {
 		t.Error("the storage account key leaked into the logs")
 	}

@@ -16,6 +16,7 @@ var oauthNames = kafka.OAuthSettings{
 	ClientID:      config.KafkaOAuthClientID,
 	ClientSecret:  config.KafkaOAuthClientSecret,
 	Scope:         config.KafkaOAuthScope,
+	Extensions:    config.KafkaOAuthExtensions,
 }
 
 // kafkaSASL builds the Kafka adapter's SASL settings: PLAIN and SCRAM as

@@ -249,8 +249,14 @@ const (
 )
 
 // retriableCommit reports a commit error that retrying may fix: every
-// partition's error is one of those above.
+// partition's error is one of those above, or no connection could
+// authenticate for want of a credential (the token endpoint is down: the
+// commit waits for a token while the caller waits, so that what Event
+// Hubs acknowledged is committed).
 func retriableCommit(err error) bool {
+	if errors.Is(err, ErrNoCredential) {
+		return true
+	}
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range joined.Unwrap() {
 			if !retriableCommit(e) {

@@ -38,12 +38,14 @@ type TokenSource interface {
 
 // OAuthSettings name, in errors, the settings an operator changes to fix
 // them (the config package passes its setting names). Empty fields read
-// "token endpoint", "client id", "client secret" and "scope".
+// "token endpoint", "client id", "client secret", "scope" and
+// "extensions".
 type OAuthSettings struct {
 	TokenEndpoint string
 	ClientID      string
 	ClientSecret  string
 	Scope         string
+	Extensions    string
 }
 
 func (n OAuthSettings) withDefaults() OAuthSettings {
@@ -56,6 +58,7 @@ func (n OAuthSettings) withDefaults() OAuthSettings {
 	def(&n.ClientID, "client id")
 	def(&n.ClientSecret, "client secret")
 	def(&n.Scope, "scope")
+	def(&n.Extensions, "extensions")
 	return n
 }
 
@@ -141,6 +144,16 @@ type oauthMechanism struct {
 	names OAuthSettings
 	state *authState
 	now   func() time.Time
+
+	mu     sync.Mutex
+	claims jwtClaims // of the newest token sent
+}
+
+// lastClaims returns the claims of the newest token sent.
+func (m *oauthMechanism) lastClaims() jwtClaims {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claims
 }
 
 func newOAuthMechanism(o OAuthBearer, state *authState) (*oauthMechanism, error) {
@@ -191,6 +204,9 @@ func (m *oauthMechanism) Start(ctx context.Context) (sasl.StateMachine, []byte, 
 		return nil, nil, err
 	}
 	claims := peekClaims(tok.Value)
+	m.mu.Lock()
+	m.claims = claims
+	m.mu.Unlock()
 	exp := tok.Expiry
 	if !claims.expiry().IsZero() {
 		exp = claims.expiry()
@@ -219,8 +235,9 @@ type oauthSession struct {
 
 // Next implements sasl.StateMachine. An empty server message ends a
 // successful exchange; anything else is the broker's JSON error (RFC 7628
-// §3.2.2), which ends the attempt with an error naming the scope setting
-// (the token's audience is the usual culprit) and the broker's status.
+// §3.2.2), which ends the attempt with an error listing the likely causes
+// with what the token carried for each (the broker's status, usually
+// invalid_token, does not say which).
 func (s *oauthSession) Next(_ context.Context, challenge []byte) (bool, []byte, error) {
 	if len(challenge) == 0 {
 		return true, nil, nil
@@ -233,13 +250,47 @@ func (s *oauthSession) Next(_ context.Context, challenge []byte) (bool, []byte, 
 	if json.Unmarshal(challenge, &e) == nil && e.Status != "" {
 		status = e.Status
 	}
-	aud := strings.Join(s.claims.audiences(), ",")
-	if aud == "" {
-		aud = "(none)"
-	}
-	err := fmt.Errorf("%s: the broker refused the OAUTHBEARER token (%s); the token's audience is %s, check that the scope gives the audience the broker expects", s.m.names.Scope, oneLine(status), aud)
+	err := fmt.Errorf("the broker refused the OAUTHBEARER token (%s) without saying why; %s", oneLine(status), s.m.candidates(s.claims))
 	s.m.state.fail(err)
 	return false, nil, err
+}
+
+// candidates lists what makes a broker refuse a token, with what the
+// token carried for each and the setting that changes it.
+func (m *oauthMechanism) candidates(c jwtClaims) string {
+	orNone := func(s string) string {
+		if s == "" {
+			return "(none)"
+		}
+		return s
+	}
+	exp := "(none)"
+	if t := c.expiry(); !t.IsZero() {
+		exp = fmt.Sprintf("%s, %s from now by this host's clock", t.UTC().Format(time.RFC3339), t.Sub(m.now()).Round(time.Second))
+	}
+	return fmt.Sprintf("the candidates, with what the token carried: the audience is %s (%s: the scope must give the audience the broker expects); "+
+		"the issuer is %s, signed with key %s (%s: the broker must trust this issuer and fetch its signing keys); "+
+		"the expiry is %s (clock skew: the broker's clock must agree, and a token must not be used past its expiry)",
+		orNone(strings.Join(c.audiences(), ",")), m.names.Scope, orNone(c.Iss), orNone(c.kid), m.names.TokenEndpoint, exp)
+}
+
+// refused implements refuser: the broker refused the authentication with
+// an error code. Kafka refuses missing or wrong SASL extensions so
+// (naming them); anything else lists the candidates.
+func (m *oauthMechanism) refused(code int16, msg string) error {
+	var err error
+	if strings.Contains(strings.ToLower(msg), "extension") {
+		sent := strings.Join(slices.Sorted(maps.Keys(m.o.Extensions)), ", ")
+		if sent == "" {
+			sent = "none"
+		}
+		err = fmt.Errorf("%s: the broker refused the SASL extensions (error code %d: %s); sent: %s; set the extensions the broker requires as key=value,key=value (Confluent Cloud identity pools: logicalCluster=lkc-…,identityPoolId=pool-…)",
+			m.names.Extensions, code, oneLine(msg), sent)
+	} else {
+		err = fmt.Errorf("the broker refused the OAUTHBEARER authentication (error code %d: %s); %s", code, oneLine(msg), m.candidates(m.lastClaims()))
+	}
+	m.state.fail(err)
+	return err
 }
 
 // oneLine keeps a broker-supplied text to one short line.
@@ -254,6 +305,9 @@ func oneLine(s string) string {
 // jwtClaims are the registered claims of a token, read without verifying
 // it, for errors and status only.
 type jwtClaims struct {
+	// kid is the signing key's id, from the header.
+	kid   string
+	Iss   string          `json:"iss"`
 	Sub   string          `json:"sub"`
 	Aud   json.RawMessage `json:"aud"`
 	Exp   float64         `json:"exp"`
@@ -274,6 +328,12 @@ func peekClaims(tok string) jwtClaims {
 		return c
 	}
 	_ = json.Unmarshal(b, &c)
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	if hb, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[0], "=")); err == nil && json.Unmarshal(hb, &h) == nil {
+		c.kid = h.Kid
+	}
 	return c
 }
 

@@ -29,6 +29,18 @@ import (
 // a moment no request is waiting for its answer, so kafka-go never sees it.
 // A connection that stays busy past its session is closed by the broker;
 // the request fails and the next one dials a new connection.
+//
+// A connection whose session is already over when its next request
+// begins (a pooled connection that sat idle) is not re-authenticated:
+// Kafka accepts that, but brokers and proxies that enforce the session on
+// every request close the connection and the request would fail. The
+// connection dials a fresh one underneath instead (redial) and writes the
+// request there.
+//
+// A re-authentication that cannot get a credential (the token endpoint
+// is down) sends nothing: the connection keeps its session, and tries
+// again a moment later, until the session is over. An outage of the token
+// endpoint shorter than the sessions' remaining time thus ends no claim.
 
 // Request keys and versions written by saslDialer.
 const (
@@ -40,7 +52,24 @@ const (
 	// reauthAt is the fraction of a session after which the connection
 	// re-authenticates.
 	reauthAt = 0.8
+	// reauthRetry is how long a connection whose re-authentication got no
+	// credential waits before trying again (while its session lasts).
+	reauthRetry = 500 * time.Millisecond
 )
+
+// ErrNoCredential is returned (wrapped) when a SASL authentication could
+// not start because no credential (token, signature) could be obtained;
+// nothing was sent to the broker. Waiting may fix it.
+var ErrNoCredential = errors.New("no SASL credential")
+
+// credentialError marks a failure to obtain a credential with
+// ErrNoCredential, keeping its own one-line message.
+type credentialError struct{ err error }
+
+func (e *credentialError) Error() string { return e.err.Error() }
+
+// Unwrap returns the cause and ErrNoCredential.
+func (e *credentialError) Unwrap() []error { return []error{e.err, ErrNoCredential} }
 
 // refuser is a mechanism that explains a broker's refusal (an error code
 // in SaslAuthenticate) in one line naming the setting to check.
@@ -86,7 +115,7 @@ func (d *saslDialer) DialContext(ctx context.Context, network, address string) (
 		}
 		c = tc
 	}
-	rc := &reauthConn{Conn: c, d: d, meta: sasl.Metadata{Host: host, Port: port}, corr: corrBase}
+	rc := &reauthConn{Conn: c, d: d, meta: sasl.Metadata{Host: host, Port: port}, corr: corrBase, network: network, address: address}
 	if err := rc.authenticate(ctx); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("SASL %s authentication with %s: %w", d.mech.Name(), address, err)
@@ -99,8 +128,9 @@ func (d *saslDialer) DialContext(ctx context.Context, network, address string) (
 // and read through it, to know when none is in flight.
 type reauthConn struct {
 	net.Conn
-	d    *saslDialer
-	meta sasl.Metadata
+	d                *saslDialer
+	meta             sasl.Metadata
+	network, address string
 
 	mu         sync.Mutex // writes, re-authentication, and the fields below
 	corr       int32
@@ -108,7 +138,12 @@ type reauthConn struct {
 	sessionEnd time.Time // zero: the session does not expire
 	inflight   int
 	reauths    int
+	redials    int
+	retryAt    time.Time // no re-authentication before (one got no credential)
 	w, r       frames
+	// readDL and writeDL are the deadlines kafka-go set, restored after
+	// a re-authentication and on a redialed connection.
+	readDL, writeDL time.Time
 }
 
 // frames follows size-prefixed frames in a byte stream.
@@ -153,10 +188,21 @@ func (f *frames) atBoundary() bool { return f.left == 0 && len(f.size) == 0 }
 func (c *reauthConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.w.atBoundary() && c.inflight == 0 && c.due(time.Now()) {
-		if err := c.reauthenticate(); err != nil {
-			_ = c.Conn.Close()
-			return 0, err
+	if now := time.Now(); c.w.atBoundary() && c.inflight == 0 && c.due(now) {
+		reauth := c.reauthenticate
+		if !now.Before(c.sessionEnd) {
+			reauth = c.redial
+		}
+		if err := reauth(); err != nil {
+			if errors.Is(err, ErrNoCredential) && now.Before(c.sessionEnd) {
+				// Nothing was sent: keep the session while it lasts.
+				c.retryAt = time.Now().Add(reauthRetry)
+				c.d.log.Warn("kafka connection not re-authenticated yet, its session goes on", "broker", c.meta.Host,
+					"session_left", c.sessionEnd.Sub(now).Round(time.Millisecond), "err", err)
+			} else {
+				_ = c.Conn.Close()
+				return 0, err
+			}
 		}
 	}
 	n, err := c.Conn.Write(p)
@@ -167,7 +213,10 @@ func (c *reauthConn) Write(p []byte) (int, error) {
 
 // Read reads kafka-go's response bytes.
 func (c *reauthConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	conn := c.Conn
+	c.mu.Unlock()
+	n, err := conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
 		_, ended := c.r.feed(p[:n])
@@ -177,8 +226,64 @@ func (c *reauthConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// SetDeadline records and sets the read and write deadlines.
+func (c *reauthConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readDL, c.writeDL = t, t
+	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline records and sets the read deadline.
+func (c *reauthConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readDL = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline records and sets the write deadline.
+func (c *reauthConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writeDL = t
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// Close closes the connection in use.
+func (c *reauthConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// restoreDeadlines sets kafka-go's deadlines again on the connection.
+func (c *reauthConn) restoreDeadlines() {
+	_ = c.Conn.SetReadDeadline(c.readDL)
+	_ = c.Conn.SetWriteDeadline(c.writeDL)
+}
+
+// redial replaces the connection, whose session is over, with a freshly
+// dialed and authenticated one to the same broker; nothing is in flight.
+func (c *reauthConn) redial() error {
+	ctx, cancel := context.WithTimeout(c.d.ctx, c.d.timeout)
+	defer cancel()
+	fresh, err := c.d.DialContext(ctx, c.network, c.address)
+	if err != nil {
+		return fmt.Errorf("the SASL session with %s ended; dialing a fresh connection: %w", c.address, err)
+	}
+	nc := fresh.(*reauthConn)
+	_ = c.Conn.Close()
+	c.Conn, c.corr, c.authedAt, c.sessionEnd = nc.Conn, nc.corr, nc.authedAt, nc.sessionEnd
+	c.w, c.r = frames{}, frames{}
+	c.redials++
+	c.restoreDeadlines()
+	c.d.log.Debug("kafka connection redialed: its SASL session was over", "broker", c.meta.Host, "mechanism", c.d.mech.Name(), "redials", c.redials)
+	return nil
+}
+
 func (c *reauthConn) due(now time.Time) bool {
-	if c.sessionEnd.IsZero() {
+	if c.sessionEnd.IsZero() || (now.Before(c.retryAt) && now.Before(c.sessionEnd)) {
 		return false
 	}
 	life := c.sessionEnd.Sub(c.authedAt)
@@ -204,8 +309,14 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 		deadline = dl
 	}
 	_ = c.Conn.SetDeadline(deadline)
-	defer c.Conn.SetDeadline(time.Time{})
+	defer c.restoreDeadlines()
 
+	// The credential first: without one, nothing is sent and the
+	// connection (and its session) stays as it was.
+	sess, state, err := c.d.mech.Start(sasl.WithMetadata(ctx, &c.meta))
+	if err != nil {
+		return &credentialError{err: err}
+	}
 	name := c.d.mech.Name()
 	resp, err := c.roundTrip(keySaslHandshake, appendString(nil, name))
 	if err != nil {
@@ -216,10 +327,6 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 	}
 	if code := int16(binary.BigEndian.Uint16(resp)); code != 0 {
 		return fmt.Errorf("the broker does not accept SASL mechanism %s (error code %d)", name, code)
-	}
-	sess, state, err := c.d.mech.Start(sasl.WithMetadata(ctx, &c.meta))
-	if err != nil {
-		return err
 	}
 	start := time.Now()
 	for done := false; !done; {
@@ -244,7 +351,7 @@ func (c *reauthConn) authenticate(ctx context.Context) error {
 			return err
 		}
 		if done {
-			c.authedAt, c.sessionEnd = start, time.Time{}
+			c.authedAt, c.sessionEnd, c.retryAt = start, time.Time{}, time.Time{}
 			if lifetime > 0 {
 				c.sessionEnd = start.Add(time.Duration(lifetime) * time.Millisecond)
 			}

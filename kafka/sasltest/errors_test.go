@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ehmirror/ehmirror/kafka"
+	"github.com/ehmirror/ehmirror/kafka/sasltest"
 	"github.com/ehmirror/ehmirror/mirror"
 )
 
@@ -44,20 +45,7 @@ func TestOAuthBearerRefusals(t *testing.T) {
 				c.before()
 			}
 			src := e.source(c.secret, c.scope)
-			m := e.mirror(src, false)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			rep, err := m.Drain(ctx, c.name, mirror.Limits{MaxDuration: 10 * time.Second})
-			line := ""
-			switch {
-			case err != nil:
-				line = err.Error()
-			case rep.Failed():
-				line = strings.Join(rep.Errors, "; ")
-			default:
-				t.Fatalf("drain succeeded: %s", rep.Summary())
-			}
-			t.Logf("%s: %s", c.name, line)
+			line := failedDrain(t, e, src, c.name)
 			if !strings.Contains(line, c.setting+":") || !strings.Contains(line, c.says) || strings.Contains(line, "\n") {
 				t.Errorf("drain error %q; want one line naming %s and saying %q", line, c.setting, c.says)
 			}
@@ -76,6 +64,26 @@ func TestOAuthBearerRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failedDrain runs a drain with src that must fail, and returns its
+// error line.
+func failedDrain(t *testing.T, e *env, src *kafka.Source, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := e.mirror(src, false).Drain(ctx, name, mirror.Limits{MaxDuration: 10 * time.Second})
+	line := ""
+	switch {
+	case err != nil:
+		line = err.Error()
+	case rep.Failed():
+		line = strings.Join(rep.Errors, "; ")
+	default:
+		t.Fatalf("drain succeeded: %s", rep.Summary())
+	}
+	t.Logf("%s: %s", name, line)
+	return line
 }
 
 // committedAny reads the group's offsets through a source that
@@ -115,3 +123,59 @@ func committedAny(t *testing.T, e *env, tok kafka.Token) bool {
 type staticToken kafka.Token
 
 func (s staticToken) Token(context.Context, string) (kafka.Token, error) { return kafka.Token(s), nil }
+
+// TestOAuthBearerRefusalsNameTheCandidates: the broker says only
+// invalid_token for a token signed by a key it does not trust (another
+// issuer, the audience exactly right): the error lists the candidates
+// (audience, issuer and signing key, expiry and clock skew) with what the
+// token carried, instead of blaming the scope. Missing SASL extensions
+// (refused by Kafka with an error code and message) name
+// EXTENSIONS, in the drain's error and in Auth().LastError.
+func TestOAuthBearerRefusalsNameTheCandidates(t *testing.T) {
+	e := newEnv(t, time.Minute, 0)
+	if err := e.produce(30, 0); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sasltest.NewIssuer(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	other.AddClient("mirror", "mirror-secret")
+	untrusted, err := kafka.NewClientCredentialsTokens(kafka.ClientCredentials{TokenURL: other.TokenURL(), ClientID: "mirror", ClientSecret: "mirror-secret",
+		Scopes: []string{audience + "/.default"}, Names: testNames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := kafka.NewClientCredentialsTokens(kafka.ClientCredentials{TokenURL: e.issuer.TokenURL(), ClientID: "mirror", ClientSecret: "mirror-secret",
+		Scopes: []string{audience + "/.default"}, Names: testNames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		src  *kafka.Source
+		want []string
+	}{
+		{"untrusted-key", e.sourceWith(untrusted, "mirror"), []string{"invalid_token", "audience is " + audience, "SCOPE:",
+			"issuer is " + other.URL(), "signed with key k1", "TOKEN_ENDPOINT:", "expiry is ", "clock skew"}},
+		{"missing-extensions", e.sourceSASL(kafka.SASL{Mechanism: kafka.SASLOAuthBearer, OAuth: &kafka.OAuthBearer{Tokens: trusted, Names: testNames}}),
+			[]string{"EXTENSIONS:", "extensions are invalid", "logicalCluster", "sent: none"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			line := failedDrain(t, e, c.src, c.name)
+			last := c.src.Auth().LastError
+			for _, w := range c.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("drain error %q does not say %q", line, w)
+				}
+				if !strings.Contains(last, w) {
+					t.Errorf("Auth().LastError %q does not say %q", last, w)
+				}
+			}
+			if strings.Contains(line, "\n") || strings.Contains(line, "mirror-secret") {
+				t.Errorf("drain error %q: want one line without the secret", line)
+			}
+		})
+	}
+}

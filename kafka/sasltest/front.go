@@ -69,6 +69,11 @@ type Front struct {
 	// session lasts until the earlier of this and the credential's expiry.
 	// It applies to the Verifier's mechanism only.
 	SessionLifetime time.Duration
+	// EnforceSession closes a connection whose session is over when any
+	// request arrives, a re-authentication's SaslHandshake included, as
+	// brokers and proxies that enforce the session on every request do;
+	// without it a session may be renewed after its end, as Kafka allows.
+	EnforceSession bool
 	// Plain, when set, also accepts SASL PLAIN for these users (user =>
 	// password), for tools that speak neither OAUTHBEARER nor AWS_MSK_IAM.
 	Plain map[string]string
@@ -191,6 +196,10 @@ func (c *conn) handle(frame []byte) (bool, error) {
 	key := int16(binary.BigEndian.Uint16(body[0:]))
 	version := int16(binary.BigEndian.Uint16(body[2:]))
 	corr := int32(binary.BigEndian.Uint32(body[4:]))
+	if c.f.EnforceSession && c.authed && !c.expiry.IsZero() && time.Now().After(c.expiry) {
+		c.f.expired.Add(1)
+		return false, errClosed
+	}
 	switch key {
 	case kmsg.ApiVersions.Int16():
 		return true, nil
@@ -267,12 +276,15 @@ func (c *conn) sasl(key, version int16, corr int32, body []byte) error {
 				c.f.mu.Lock()
 				c.f.lastRefusal = err.Error()
 				c.f.mu.Unlock()
-				if c.f.Verifier.Mechanism() == "OAUTHBEARER" {
+				if ee := (*ExtensionsError)(nil); c.f.Verifier.Mechanism() == "OAUTHBEARER" && !errors.As(err, &ee) {
 					// RFC 7628 §3.2.2: an error challenge.
 					ar.SASLAuthBytes, _ = json.Marshal(map[string]string{"status": "invalid_token"})
 				} else {
 					ar.ErrorCode = kerr.SaslAuthenticationFailed.Code
 					msg := "authentication failed: " + err.Error()
+					if ee := (*ExtensionsError)(nil); errors.As(err, &ee) {
+						msg = ee.Error() // Kafka's own message
+					}
 					ar.ErrorMessage = &msg
 					closeAfter = true
 				}

@@ -39,6 +39,7 @@ type Issuer struct {
 	clients  map[string]string // client id => secret
 	lifetime time.Duration
 	expired  bool
+	down     bool
 	identity string // managed identity's client id
 	header   string // IDENTITY_HEADER value
 }
@@ -95,6 +96,20 @@ func (is *Issuer) IssueExpired(on bool) {
 	is.expired = on
 }
 
+// Down makes the token endpoints answer 503 (an outage) until called
+// with false.
+func (is *Issuer) Down(on bool) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.down = on
+}
+
+func (is *Issuer) isDown() bool {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.down
+}
+
 // Issued is how many tokens were handed out.
 func (is *Issuer) Issued() int64 { return is.issued.Load() }
 
@@ -123,6 +138,10 @@ func oauthError(w http.ResponseWriter, status int, code, desc string) {
 }
 
 func (is *Issuer) token(w http.ResponseWriter, r *http.Request) {
+	if is.isDown() {
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token endpoint is down")
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "bad form")
 		return
@@ -246,12 +265,29 @@ func (v *OAuthVerifier) Verify(auth []byte) (string, time.Time, error) {
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	var bad []string
 	for _, k := range slices.Sorted(maps.Keys(v.Extensions)) {
 		if ext[k] != v.Extensions[k] {
-			return "", time.Time{}, fmt.Errorf("extension %s is %q, want %q", k, ext[k], v.Extensions[k])
+			bad = append(bad, fmt.Sprintf("%s: %q is not %q", k, ext[k], v.Extensions[k]))
 		}
 	}
+	if len(bad) > 0 {
+		return "", time.Time{}, &ExtensionsError{Invalid: bad}
+	}
 	return v.VerifyJWT(token)
+}
+
+// ExtensionsError is a refusal for missing or wrong SASL extensions. A
+// Kafka broker answers it with an error code and a message (as
+// OAuthBearerSaslServer throws SaslAuthenticationException), not with an
+// OAUTHBEARER error challenge.
+type ExtensionsError struct {
+	Invalid []string
+}
+
+// Error returns Kafka's message.
+func (e *ExtensionsError) Error() string {
+	return fmt.Sprintf("Authentication failed: %d extensions are invalid! They are: %s", len(e.Invalid), strings.Join(e.Invalid, ", "))
 }
 
 // VerifyJWT checks a bearer token: signature against the JWKS, issuer,

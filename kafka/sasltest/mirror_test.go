@@ -182,7 +182,7 @@ func (e *env) sourceWith(tokens kafka.TokenSource, principal string) *kafka.Sour
 	return src
 }
 
-var testNames = kafka.OAuthSettings{TokenEndpoint: "TOKEN_ENDPOINT", ClientID: "CLIENT_ID", ClientSecret: "CLIENT_SECRET", Scope: "SCOPE"}
+var testNames = kafka.OAuthSettings{TokenEndpoint: "TOKEN_ENDPOINT", ClientID: "CLIENT_ID", ClientSecret: "CLIENT_SECRET", Scope: "SCOPE", Extensions: "EXTENSIONS"}
 
 func (e *env) mirror(src *kafka.Source, dedup bool) *mirror.Mirror {
 	e.t.Helper()

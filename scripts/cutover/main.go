@@ -12,8 +12,13 @@
 //
 // Without -confirm it is a dry run: it prints the plan (per hub partition
 // the start, the checkpoint, the events delivered again) and writes
-// nothing. It refuses while the group has members (unless -force) and while
-// the mirror has not mirrored up to the group's committed offsets. The
+// nothing (with -container it also reads and shows the stored checkpoints).
+// It refuses while the group has members (unless -force), while the mirror
+// has not mirrored up to the group's committed offsets, and when a planned
+// checkpoint is older than the stored one (unless -allow-backward; each
+// partition is named with both values). Checkpoints are written on the
+// condition that the blob did not change since it was read; after a store
+// failure halfway it prints what was written, and a re-run finishes. The
 // watermarks for the consumer-side filter (package cutover/filter) are
 // printed as JSON, and written to -watermarks FILE when given.
 //
@@ -36,10 +41,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -88,6 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	storageURI := fs.String("storage-uri", getenv("CUTOVER_STORAGE__blobServiceUri"), "Blob service URI for Microsoft Entra ID (default: the connection string in $CUTOVER_STORAGE)")
 	container := fs.String("container", getenv("CUTOVER_CONTAINER"), "the blob container of the consumers' checkpoint store")
 	force := fs.Bool("force", false, "cut over although the group still has members")
+	allowBackward := fs.Bool("allow-backward", false, "write checkpoints older than those already stored (a consumer read further); refused without it")
 	confirm := fs.Bool("confirm", false, "write the checkpoints (default: dry run)")
 	watermarks := fs.String("watermarks", "", "also write the watermarks (the filter's input) as JSON to this file")
 	jsonOut := fs.Bool("json", false, "print the whole answer as JSON")
@@ -151,11 +157,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer sink.Close(context.WithoutCancel(ctx))
-	var store cutover.CheckpointWriter
-	if *confirm {
-		if *container == "" {
-			return errors.New("-container: the blob container of the checkpoint store is required with -confirm")
-		}
+	var store cutover.CheckpointStore
+	if *confirm && *container == "" {
+		return errors.New("-container: the blob container of the checkpoint store is required with -confirm")
+	}
+	if *container != "" {
 		opts := checkpointstore.Options{Container: *container}
 		switch cs := getenv("CUTOVER_STORAGE"); {
 		case *storageURI != "":
@@ -165,11 +171,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			opts.ContainerURL, opts.Container = strings.TrimSuffix(*storageURI, "/")+"/"+*container, ""
 		case cs != "":
 			opts.ConnectionString = cs
-		default:
+		case *confirm:
 			return errors.New("no Blob Storage: set $CUTOVER_STORAGE to a storage connection string, or pass -storage-uri https://ACCOUNT.blob.core.windows.net")
 		}
-		if store, err = checkpointstore.New(opts); err != nil {
-			return err
+		if opts.ConnectionString != "" || opts.ContainerURL != "" {
+			if store, err = checkpointstore.New(opts); err != nil {
+				return err
+			}
 		}
 	}
 	var onlyTopics []string
@@ -178,12 +186,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			onlyTopics = append(onlyTopics, t)
 		}
 	}
-	topicRoutes, mirrored, err := cutover.Mirrored(ctx, src, filter, rs, onlyTopics)
+	m, err := cutover.Mirrored(ctx, src, filter, rs, onlyTopics)
 	if err != nil {
 		return err
 	}
-	req := cutover.Request{Group: *group, Topics: topicRoutes, Explicit: len(onlyTopics) > 0, MirrorCommitted: mirrored,
-		Namespace: *cpNamespace, ConsumerGroup: *consumerGroup, Force: *force, Confirm: *confirm, By: "scripts/cutover"}
+	req := cutover.Request{Group: *group, Topics: m.Topics, Explicit: len(onlyTopics) > 0, MirrorCommitted: m.Committed, MirrorEnds: m.Ends,
+		Namespace: *cpNamespace, ConsumerGroup: *consumerGroup, Force: *force, AllowBackward: *allowBackward, Confirm: *confirm, By: "scripts/cutover"}
 	if req.Namespace == "" {
 		if req.Namespace, err = sink.Namespace(); err != nil {
 			return err
@@ -191,7 +199,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	res, err := cutover.Run(ctx, src, sink, store, req, log)
 	if err != nil {
-		if errors.Is(err, cutover.ErrGroupActive) || errors.Is(err, cutover.ErrMirrorBehind) {
+		if res != nil && len(res.Blobs)+len(res.InPlace) > 0 {
+			fmt.Fprintf(stdout, "in place before the failure (%d partition(s)): %s\n", res.WrittenPartitions, strings.Join(append(res.Blobs, res.InPlace...), ", "))
+		}
+		if errors.Is(err, cutover.ErrGroupActive) || errors.Is(err, cutover.ErrMirrorBehind) ||
+			errors.Is(err, cutover.ErrBackward) || errors.Is(err, cutover.ErrCheckpointChanged) {
 			return fmt.Errorf("%w: %w", errRefused, err)
 		}
 		return err
@@ -217,9 +229,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // happened.
 func writePlan(w io.Writer, res *cutover.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "HUB\tPARTITION\tSTART\tCHECKPOINT SEQ\tCHECKPOINT OFFSET\tLAST\tDELIVERED\tREDELIVERED\tFOREIGN")
+	fmt.Fprintln(tw, "HUB\tPARTITION\tSTART\tCHECKPOINT SEQ\tCHECKPOINT OFFSET\tSTORED SEQ\tLAST\tDELIVERED\tREDELIVERED\tFOREIGN")
 	for _, p := range res.Partitions {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", p.Hub, p.PartitionID, p.Start, p.Checkpoint.Sequence, p.Checkpoint.Offset, p.Last, p.Delivered, p.Redelivered, p.Foreign)
+		stored := "-"
+		if p.Stored != nil {
+			stored = strconv.FormatInt(p.Stored.Sequence, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\n", p.Hub, p.PartitionID, p.Start, p.Checkpoint.Sequence, p.Checkpoint.Offset, stored, p.Last, p.Delivered, p.Redelivered, p.Foreign)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -229,12 +245,7 @@ func writePlan(w io.Writer, res *cutover.Result) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nwatermarks (for the consumer-side filter): %s\n\n", data)
-	if res.Written {
-		fmt.Fprintf(w, "cut-over of %s written at %s: %d checkpoint blob(s) for %s/%s; %d event(s) will be delivered again (the watermarks drop them)\n",
-			res.Group, res.At.Format(time.RFC3339), len(res.Blobs), res.Namespace, res.ConsumerGroup, res.Redelivered)
-		return nil
-	}
-	fmt.Fprintf(w, "dry run of the cut-over of %s: nothing written; %d event(s) would be delivered again; run with -confirm to write the checkpoints\n", res.Group, res.Redelivered)
+	fmt.Fprintln(w, cutover.Summary(res, "run with -confirm", "-allow-backward"))
 	return nil
 }
 

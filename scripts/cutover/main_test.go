@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ehmirror/ehmirror/cutover"
 	"github.com/ehmirror/ehmirror/cutover/filter"
 	"github.com/ehmirror/ehmirror/emulator"
 	"github.com/ehmirror/ehmirror/eventhubs"
@@ -155,4 +159,80 @@ func TestCommand(t *testing.T) {
 	if _, err := cmd(); err == nil || !strings.Contains(err.Error(), "-group") {
 		t.Fatalf("without -group: %v", err)
 	}
+	checkBackward(ctx, t, cmd, bs, namespace)
+	checkStoreFailsFast(t, cmd, env, storage)
+}
+
+// checkBackward: a consumer on Event Hubs checkpointed further than the
+// cut-over's plan; re-applying it is refused naming the partition with
+// both values, the dry run shows it with the flag, -allow-backward writes.
+func checkBackward(ctx context.Context, t *testing.T, cmd func(...string) (string, error), bs *checkpoints.BlobStore, namespace string) {
+	t.Helper()
+	out, err := cmd("-group", "app", "-json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan cutover.Result
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	p0 := plan.Partitions[0]
+	stored := func() int64 {
+		cps, err := bs.ListCheckpoints(ctx, namespace, p0.Hub, "$Default", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cp := range cps {
+			if cp.PartitionID == p0.PartitionID {
+				return *cp.SequenceNumber
+			}
+		}
+		return -2
+	}
+	newer, off := p0.Checkpoint.Sequence+3, "999"
+	if err := bs.SetCheckpoint(ctx, azeventhubs.Checkpoint{FullyQualifiedNamespace: namespace, EventHubName: p0.Hub, ConsumerGroup: "$Default",
+		PartitionID: p0.PartitionID, SequenceNumber: &newer, Offset: &off}, nil); err != nil {
+		t.Fatal(err)
+	}
+	naming := fmt.Sprintf("%s/%s stored %d, planned %d", p0.Hub, p0.PartitionID, newer, p0.Checkpoint.Sequence)
+	if _, err := cmd("-group", "app", "-container", "checkpoints", "-confirm"); !errors.Is(err, errRefused) || !strings.Contains(err.Error(), naming) {
+		t.Fatalf("re-applied over a newer checkpoint: %v; want refused naming %q", err, naming)
+	}
+	if got := stored(); got != newer {
+		t.Fatalf("the refused cut-over moved the checkpoint from %d to %d", newer, got)
+	}
+	out, err = cmd("-group", "app", "-container", "checkpoints")
+	if err != nil || !strings.Contains(out, naming) || !strings.Contains(out, "unless -allow-backward") {
+		t.Fatalf("dry run: %v\n%s; want the partition and the flag", err, out)
+	}
+	out, err = cmd("-group", "app", "-container", "checkpoints", "-confirm", "-allow-backward")
+	if err != nil || !strings.Contains(out, "moved backward, as allowed") || stored() != p0.Checkpoint.Sequence {
+		t.Fatalf("-allow-backward: %v, stored %d\n%s", err, stored(), out)
+	}
+}
+
+// checkStoreFailsFast: a missing container and an unreachable store fail
+// in one line, at once, before the hubs are scanned.
+func checkStoreFailsFast(t *testing.T, cmd func(...string) (string, error), env map[string]string, storage string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	host := storage[strings.Index(storage, "BlobEndpoint=http://")+len("BlobEndpoint=http://"):]
+	host = host[:strings.Index(host, "/")]
+	for _, c := range []struct{ storage, container, want string }{
+		{storage, "nope", `container "nope" does not exist`},
+		{strings.Replace(storage, host, closed, 1), "checkpoints", "unreachable"},
+	} {
+		env["CUTOVER_STORAGE"] = c.storage
+		start := time.Now()
+		_, err := cmd("-group", "app", "-container", c.container, "-confirm")
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") || time.Since(start) > 10*time.Second {
+			t.Errorf("%s: %v after %v; want one line saying %q at once", c.container, err, time.Since(start), c.want)
+		}
+	}
+	env["CUTOVER_STORAGE"] = storage
 }
