@@ -41,6 +41,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 			continue
 		}
 		cm, _ := parseCommitMeta(meta[tp])
+		d.writer.found(tp, cm.Writer)
 		now := d.ids[tp.Topic]
 		switch {
 		case committed != NoOffset && cm.TopicID != "" && now == "":
