@@ -116,6 +116,66 @@ func TestRecreatedTopicDetectedAtStart(t *testing.T) {
 	}
 }
 
+// TestResetPlansARecreatedTopicAsADrainStarts (issue 50, defect 2): a late
+// commit of a deleted topic lands on the topic created again under its
+// name. A drain would start the new topic at its earliest offset; a reset's
+// plan (dry run and applied) says so too, so a reset to-current stamps the
+// new topic's id on its earliest offset and not on the stale 100, and
+// every record of the new topic is mirrored.
+func TestResetPlansARecreatedTopicAsADrainStarts(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test3"
+	for i := range 100 {
+		e.produce(&kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "old%d", i)})
+	}
+	m := e.newMirrorWith(mirror.Options{}, nil, withControl)
+	e.drain(m, mirror.Limits{})
+	src := e.newSource()
+	meta := e.committedMetadata(src, topic, 0)
+	if err := e.cluster.DeleteTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cluster.CreateTopic(topic, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, 150)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "new%d", i)}
+	}
+	e.produceFresh(recs...)
+	e.commitAs(src, topic, 0, 100, meta) // the old topic's commit, late
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mirror.ResetRequest{Topics: []string{topic}, Partitions: []int32{0}, To: mirror.ResetToCurrent, By: "test"}
+	dry, err := m.ResetOffsets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := dry.Partitions[0]; p.Before != 100 || p.From != 0 || p.After != 0 || p.Skipped != 0 {
+		t.Fatalf("dry run %+v: want before=100 from=0 after=0 skipped=0 (a drain starts the new topic at its earliest offset)", p)
+	}
+	req.Apply = true
+	res, err := m.ResetOffsets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Partitions[0] != dry.Partitions[0] {
+		t.Fatalf("applied %+v, dry run %+v", res.Partitions[0], dry.Partitions[0])
+	}
+	e.drain(m, mirror.Limits{})
+	news := 0
+	for _, r := range e.mirrored(topic, 4) {
+		for _, rec := range r {
+			if strings.HasPrefix(string(rec.Value), "new") {
+				news++
+			}
+		}
+	}
+	if c := e.committed(m, topic)[0]; news != 150 || c != 150 {
+		t.Fatalf("mirrored %d of the new topic's 150 records, committed %d", news, c)
+	}
+}
+
 // TestRecreatedTopicDetectedWhileReading (finding 8): a topic deleted,
 // created again and refilled past the reader's position while a drain reads
 // it is not committed; the next drain mirrors the new topic from its start.
