@@ -365,6 +365,16 @@ func (d *drain) run(ctx, workCtx context.Context, margin time.Duration) {
 		}()
 	}
 	readers.Wait()
+	if d.lim.window != nil {
+		// A drain handed over whose readers all stopped (their topics
+		// paused, their partitions failed) keeps its claim for its
+		// follower, which re-plans (a resume, a retry, a reset) or hands
+		// it over (follower.go).
+		select {
+		case <-followCtx.Done():
+		case <-d.stoppedCh:
+		}
+	}
 	// The final identity check needs only the reads, which have ended: it
 	// runs while the senders send what the readers handed over, so the
 	// final commit waits for one round trip to Kafka less.

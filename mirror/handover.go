@@ -1,10 +1,12 @@
 package mirror
 
+// This file is the invocations' side of a follower (follower.go): each
+// scheduled invocation starts or adopts it, waits for its window's end and
+// reports what was mirrored in that window.
+
 import (
 	"context"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -32,30 +34,6 @@ const handoverMargin = 2 * time.Second
 // of a window handed over: the next tick is due soon.
 const handoverBacklogWait = 250 * time.Millisecond
 
-// follower is a following drain handed over from invocation to invocation.
-type follower struct {
-	win   *followWindow
-	done  chan struct{} // closed once the drain returned
-	drain atomic.Pointer[drain]
-
-	mu sync.Mutex
-	// run names the invocation the drain works for now (or last did).
-	run string
-	// attached is set while an invocation waits for its window's end.
-	attached bool
-	// ended is set when the drain returned, with its report and error.
-	ended bool
-	final *Report
-	err   error
-	// endReported is set when an invocation's window report already
-	// told how the drain ended: there is no tail to log.
-	endReported bool
-	// last is the drain's cumulative report at the end of the last
-	// window, nil before; lastAt is when it was taken.
-	last   *Report
-	lastAt time.Time
-}
-
 // DrainFollowing runs the drain of a scheduled invocation that, once caught
 // up, follows its partitions until until, the end of the invocation's
 // window, and reports what was mirrored in that window. A zero until is
@@ -68,6 +46,9 @@ type follower struct {
 // stops and commits after the grace. Each invocation's report counts the
 // records mirrored since the previous window's end (no record twice);
 // MIRROR_MAX_DURATION and the invocation's deadline bound each window.
+// The drain's life, and its re-plans within a window, are the follower's
+// (follower.go): what a drain that ended to re-plan mirrored in the window
+// is a report of its own.
 func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Time) (*Report, error) {
 	if until.IsZero() {
 		return s.Drain(ctx, run)
@@ -92,69 +73,15 @@ func (s *Service) DrainFollowing(ctx context.Context, run string, until time.Tim
 			return s.Drain(ctx, run)
 		}
 	}
-	s.mu.Lock()
-	f := s.follower
-	s.mu.Unlock()
-	if d := f.running(); d != nil && !d.current(ctx) {
-		// A drain mirrors the topics, pauses and hubs it found when it
-		// started: after a change, a new drain takes over.
-		s.mirror.opts.Logger.InfoContext(ctx, "topics, pauses or hubs changed: the drain handed over stops and a new one starts", "run", run)
-		s.stopFollower()
+	f := s.adopt(run, until)
+	if f == nil {
+		// Another invocation follows (not with a singleton timer), or
+		// the service is closing: a drain beside it, as before handover.
+		lim := s.limits
+		lim.FollowUntil = until
+		return s.drain(ctx, run, TriggerTimer, lim)
 	}
-	var earlier []string
-	for rejoins := 0; ; rejoins++ {
-		f := s.adopt(run, until)
-		if f == nil {
-			// Another invocation follows (not with a singleton timer), or
-			// the service is closing: a drain beside it, as before handover.
-			lim := s.limits
-			lim.FollowUntil = until
-			return s.drain(ctx, run, TriggerTimer, lim)
-		}
-		rep, err := s.awaitWindow(ctx, f, until)
-		if err != nil || rejoins == maxRejoins || !s.rejoin(ctx, rep, until) {
-			if len(earlier) > 0 {
-				out := *rep
-				out.Errors = append(earlier, rep.Errors...)
-				rep = &out
-			}
-			return rep, err
-		}
-		if rep.Failed() {
-			for _, l := range rep.Lines()[1:] {
-				earlier = append(earlier, "drain before the rejoin: "+l)
-			}
-		}
-	}
-}
-
-// maxRejoins bounds the drains an invocation starts again after its claim
-// was lost (see rejoin).
-const maxRejoins = 3
-
-// minRejoinWindow: a window with less left is not worth joining again.
-const minRejoinWindow = 2 * time.Second
-
-// rejoin reports whether an invocation whose drain rep ended early because
-// the group took its claim away starts another for the rest of its window
-// (until), rather than leaving the records to the next tick: only when
-// the group has no member besides this process, so the claim was lost to
-// the process's own timeouts (heartbeats late under load) and not to
-// another instance, which a join would take partitions from again.
-func (s *Service) rejoin(ctx context.Context, rep *Report, until time.Time) bool {
-	if rep.Stopped != StopRebalanced || ctx.Err() != nil || time.Until(until) < minRejoinWindow {
-		return false
-	}
-	c := s.mirror.opts.Control
-	if c == nil {
-		return false
-	}
-	n, err := c.OtherMembers(ctx)
-	if err != nil || n > 0 {
-		return false
-	}
-	s.mirror.opts.Logger.InfoContext(ctx, "drain rejoining the group for the rest of its window", "run", rep.Run, "window_left_ms", time.Until(until).Milliseconds())
-	return true
+	return s.awaitWindow(ctx, f, until)
 }
 
 // adopt extends the running follower's window to until for the invocation
@@ -170,7 +97,7 @@ func (s *Service) adopt(run string, until time.Time) *follower {
 				s.mu.Unlock()
 				return nil
 			}
-			f = &follower{win: newFollowWindow(until, HandoverGrace), done: make(chan struct{}), run: run, attached: true, lastAt: time.Now()}
+			f = newFollower(s, run, until)
 			s.follower = f
 			s.wg.Add(1)
 			s.mu.Unlock()
@@ -183,7 +110,7 @@ func (s *Service) adopt(run string, until time.Time) *follower {
 			f.mu.Unlock()
 			return nil
 		}
-		if !f.ended && f.win.extend(until) {
+		if f.phase != followEnded && f.win.extend(until) {
 			f.attached, f.run = true, run
 			f.mu.Unlock()
 			return f
@@ -197,65 +124,19 @@ func (s *Service) adopt(run string, until time.Time) *follower {
 // returned, so that a drain that does not follow (a manual or past-due
 // run) finds its partitions free. A follower an invocation is attached to
 // goes on (the drain beside it finds its partitions busy).
-func (s *Service) stopFollower() { s.endFollower(false) }
-
-// haltFollower stops the follower, also one an invocation is attached to
-// (that invocation reports the drain's end at once), and waits until it
-// returned. It reports whether there was one.
-func (s *Service) haltFollower() bool { return s.endFollower(true) }
-
-// endFollower stops the follower and waits until it returned, unless an
-// invocation is attached to it and evenAttached is false. It reports
-// whether it stopped one.
-func (s *Service) endFollower(evenAttached bool) bool {
-	s.mu.Lock()
-	f := s.follower
-	s.mu.Unlock()
+func (s *Service) stopFollower() {
+	f := s.runningFollower()
 	if f == nil {
-		return false
+		return
 	}
 	f.mu.Lock()
 	attached := f.attached
 	f.mu.Unlock()
-	if attached && !evenAttached {
-		return false
+	if attached {
+		return
 	}
 	f.win.stop()
 	<-f.done
-	return true
-}
-
-// runFollower runs f's drain until its window and grace are over, it is
-// stopped, or it ends on its own (rebalance, failure). What it mirrored
-// after the last window that no invocation reported is logged as a report
-// of its own.
-func (s *Service) runFollower(f *follower) {
-	defer s.wg.Done()
-	lim := s.limits
-	lim.window = f.win
-	lim.started = func(d *drain) { f.drain.Store(d) }
-	f.mu.Lock()
-	run := f.run
-	f.mu.Unlock()
-	rep, err := s.mirror.Drain(s.ctx, run, lim)
-	f.win.stop()
-
-	f.mu.Lock()
-	f.ended, f.final, f.err = true, rep, err
-	var tail *Report
-	if !f.attached && !f.endReported {
-		tail = f.cut(rep, time.Now())
-	}
-	f.mu.Unlock()
-	s.mu.Lock()
-	if s.follower == f {
-		s.follower = nil
-	}
-	s.mu.Unlock()
-	close(f.done)
-	if tail != nil {
-		s.conclude(context.Background(), tail, err, TriggerTimer, s.limits.MaxDuration, time.Second)
-	}
 }
 
 // awaitWindow waits for the end of the invocation's window (or of the
@@ -279,7 +160,7 @@ func (s *Service) awaitWindow(ctx context.Context, f *follower, until time.Time)
 	var err error
 	wait := handoverBacklogWait
 	switch d := f.drain.Load(); {
-	case f.ended:
+	case f.phase == followEnded:
 		rep, err = f.cut(f.final, time.Now()), f.err
 		f.endReported = true
 		wait = time.Second
@@ -289,7 +170,12 @@ func (s *Service) awaitWindow(ctx context.Context, f *follower, until time.Time)
 	default:
 		cum := d.snapshot(ctx)
 		rep = f.cut(cum, time.Now())
-		if cum.Stopped != StopHandedOver {
+		switch cum.Stopped {
+		case StopHandedOver:
+		case StopReplanned:
+			// Ended for the next drain to start: the follower goes on.
+			rep.Stopped = StopHandedOver
+		default:
 			f.endReported = true // the drain ended meanwhile: this was its end
 		}
 	}
@@ -386,64 +272,4 @@ func (d *drain) snapshot(ctx context.Context) *Report {
 	}
 	d.fill(ctx, rep, StopHandedOver, nil, nil)
 	return rep
-}
-
-// running returns f's drain, nil when f is nil or its drain has not started.
-func (f *follower) running() *drain {
-	if f == nil {
-		return nil
-	}
-	return f.drain.Load()
-}
-
-// current reports whether the drain still mirrors what a drain starting
-// now would: it got every partition it was given (none was busy), and it
-// has the same subscription and topics (names, ids, partition counts), the
-// same topics paused, and no topic left out for its hub whose hub can now
-// be used. When Kafka cannot tell, it is current (the drain
-// reports the failures).
-func (d *drain) current(ctx context.Context) bool {
-	d.repMu.Lock()
-	busy := d.rep.Stopped != ""
-	for _, p := range d.rep.Partitions {
-		// Held by a catch-up when the drain started: a new drain takes
-		// them once they are free.
-		busy = busy || p.Busy
-	}
-	d.repMu.Unlock()
-	if busy {
-		return false
-	}
-	m := d.m
-	mirrored, err := m.selectTopics(ctx, nil)
-	if err != nil || !sameTopics(mirrored, d.mirrored) {
-		return err != nil
-	}
-	topics, _, _, err := m.dropPaused(ctx, narrowed(mirrored, d.lim.Topics))
-	if err != nil || !sameTopics(topics, d.topics) {
-		return err != nil
-	}
-	for _, he := range d.rep.HubErrors {
-		if hub, err := m.sink.Hub(ctx, he.Hub); err == nil && len(hub.PartitionIDs) > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// sameTopics reports whether a and b hold the same topics, in any order.
-func sameTopics(a, b []Topic) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	in := make(map[string]Topic, len(a))
-	for _, t := range a {
-		in[t.Name] = t
-	}
-	for _, t := range b {
-		if in[t.Name] != t {
-			return false
-		}
-	}
-	return true
 }

@@ -113,12 +113,21 @@ func resumedCatchUp(names []string) (CatchUpRequest, error) {
 // pause takes effect in running drains within about pauseCheckInterval (in
 // every instance: they read the records): they stop reading the topic,
 // send and commit what they read, and hand its partitions back. A resume
-// starts a catch-up narrowed to the resumed topics when none is running,
-// so their backlog is mirrored at once instead of at the next tick.
+// is taken by the following drain, which re-plans and takes the resumed
+// topics back (at once in this process; within a check, replanCheck, in
+// the instance that runs the timer); without a follower here, it starts a
+// catch-up narrowed to the resumed topics when none is running, so their
+// backlog is mirrored at once instead of at the next tick (in another
+// instance's follower's presence, the catch-up watches it: see
+// Service.watchOthers).
 func (s *Service) SetPaused(ctx context.Context, sel TopicSelection, paused bool, by, reason string) ([]Pause, error) {
 	ps, err := s.mirror.SetPausedTopics(ctx, sel, paused, by, reason)
 	if err != nil || paused || len(ps) == 0 {
 		return ps, err
+	}
+	if f := s.runningFollower(); f != nil {
+		f.poke()
+		return ps, nil
 	}
 	names := make([]string, len(ps))
 	for i, p := range ps {

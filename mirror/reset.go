@@ -90,6 +90,15 @@ type ResetResult struct {
 // group has members (a drain of another instance). Bad requests give an
 // *InputError naming the field.
 func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResult, error) {
+	return m.resetOffsets(ctx, req, emptyGroupWait)
+}
+
+// resetOffsets is ResetOffsets waiting at most wait for the group to have
+// no member of another process (see awaitEmptyGroup); with a negative wait
+// it does not ask: this process's member holds the group's partitions (a
+// follower applying a reset between two of its drains), so the reset's
+// claim shares its generation and rebalances no one.
+func (m *Mirror) resetOffsets(ctx context.Context, req ResetRequest, wait time.Duration) (*ResetResult, error) {
 	if len(req.Topics) == 0 && !req.Select.Empty() {
 		names, err := m.SelectTopics(ctx, "topics", req.Select)
 		if err != nil {
@@ -122,7 +131,7 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 	if len(busy) > 0 {
 		return nil, &heldHereError{held: busy}
 	}
-	if err := m.awaitEmptyGroup(ctx); err != nil {
+	if err := m.awaitEmptyGroup(ctx, wait); err != nil {
 		return nil, err
 	}
 	// The claim subscribes to every mirrored topic, as drains do: it
@@ -196,15 +205,20 @@ func (m *Mirror) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResu
 // drain, to rejoin without a rebalance.
 const emptyGroupWait = 8 * time.Second
 
-// awaitEmptyGroup waits up to emptyGroupWait for the consumer group to have
-// no members besides this process's own; a drain that holds partitions in
-// another instance is a member. Joining while one runs would make the group
-// rebalance and cut that drain short, so the reset is refused with ErrBusy
-// instead. This process's own member is shared by the reset's claim (it
-// subscribes to paused topics too), so a drain following other topics here
-// goes on.
-func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
-	deadline := time.Now().Add(emptyGroupWait)
+// awaitEmptyGroup waits up to wait for the consumer group to have no
+// members besides this process's own (a negative wait does not ask); a
+// drain that holds partitions in another instance is a member. Joining
+// while one runs would make the group rebalance and cut that drain short,
+// so the reset is refused with a *groupHeldError (ErrBusy) instead; the
+// Service then hands it to the instance that holds the group
+// (resetrequest.go). This process's own member is shared by the reset's
+// claim (it subscribes to paused topics too), so a drain following other
+// topics here goes on.
+func (m *Mirror) awaitEmptyGroup(ctx context.Context, wait time.Duration) error {
+	if wait < 0 {
+		return nil
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		n, err := m.opts.Control.OtherMembers(ctx)
 		if err != nil {
@@ -213,14 +227,24 @@ func (m *Mirror) awaitEmptyGroup(ctx context.Context) error {
 		if n == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: the consumer group has %d members in other processes (a drain is running there); try again when it ends, or pause the topics first", ErrBusy, n)
+		if !time.Now().Before(deadline) {
+			return &groupHeldError{members: n}
 		}
 		if !sleep(ctx, 250*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
 }
+
+// groupHeldError is the ErrBusy of a reset while the consumer group has
+// members in other processes.
+type groupHeldError struct{ members int }
+
+func (e *groupHeldError) Error() string {
+	return fmt.Sprintf("%v: the consumer group has %d members in other processes (a drain is running there) and none of them took the reset; try again when it ends", ErrBusy, e.members)
+}
+
+func (e *groupHeldError) Unwrap() error { return ErrBusy }
 
 // topicIDs returns the ids of topics (KIP-516; "" where the broker has
 // none), failing when one no longer exists.
@@ -408,19 +432,46 @@ func (e *heldHereError) Error() string {
 
 func (e *heldHereError) Unwrap() error { return ErrBusy }
 
-// ResetOffsets is [Mirror.ResetOffsets] for an operator of this process.
-// An applied reset whose partitions this process's following drain holds
-// (in follow mode one always does: it is handed over from tick to tick)
-// stops that drain, which sends and commits what it read and lets go of
-// every partition, and is tried once more; the next tick starts a drain
-// from the reset positions. Drains of other instances still make it
-// ErrBusy: pause the topics first there.
+// ResetOffsets is [Mirror.ResetOffsets] for an operator, sent to any
+// instance. An applied reset goes to whoever holds the partitions:
+//
+//   - This process's following drain (in follow mode one always holds
+//     them: it is handed over from tick to tick): it ends its drain (which
+//     sends and commits what it read and lets go), applies the reset and
+//     starts the next drain from the reset positions, in the same window.
+//   - The follower of another instance (the group has members there): the
+//     request is written to the control records, which that follower reads
+//     every few seconds; it applies the reset the same way and writes the
+//     outcome back (resetrequest.go). When no instance takes it (their
+//     drains do not follow), the reset waits for the group to empty, as
+//     before.
+//   - Otherwise this process applies it itself.
+//
+// The operator need not know which instance holds the group.
 func (s *Service) ResetOffsets(ctx context.Context, req ResetRequest) (*ResetResult, error) {
-	res, err := s.mirror.ResetOffsets(ctx, req)
-	var held *heldHereError
-	if !req.Apply || !errors.As(err, &held) || !s.haltFollower() {
-		return res, err
+	if !req.Apply {
+		return s.mirror.ResetOffsets(ctx, req)
 	}
-	s.mirror.opts.Logger.InfoContext(ctx, "offset reset: the following drain stopped to let go of the partitions", "partitions", tpList(held.held))
-	return s.mirror.ResetOffsets(ctx, req)
+	res, err := s.mirror.resetOffsets(ctx, req, 0)
+	var held *heldHereError
+	var other *groupHeldError
+	switch {
+	case errors.As(err, &held):
+		f := s.runningFollower()
+		if f == nil {
+			return res, err
+		}
+		s.mirror.opts.Logger.InfoContext(ctx, "offset reset: handed to the following drain, which lets go of the partitions and applies it", "partitions", tpList(held.held))
+		res, err = f.reset(ctx, req)
+		if errors.Is(err, errFollowerEnded) {
+			return s.mirror.ResetOffsets(ctx, req)
+		}
+		return res, err
+	case errors.As(err, &other):
+		if res, err, taken := s.requestReset(ctx, req); taken {
+			return res, err
+		}
+		return s.mirror.ResetOffsets(ctx, req)
+	}
+	return res, err
 }

@@ -267,6 +267,15 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 			s.finish(c)
 			return
 		}
+		if watching, caughtUp := s.watchOthers(ctx, c, req); caughtUp {
+			return
+		} else if watching {
+			// Another instance's drain mirrors the group: watch its lag.
+			if sleep(ctx, backoff) {
+				backoff = min(backoff*2, time.Second)
+			}
+			continue
+		}
 		lim := limits
 		if d, ok := ctx.Deadline(); ok {
 			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
@@ -301,6 +310,35 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 			backoff = s.mirror.opts.RetryBackoff
 		}
 	}
+}
+
+// watchOthers reports whether the group has members in other instances,
+// whose drains mirror its partitions (in follow mode, the follower of the
+// instance that runs the timer holds them for hours): the catch-up does
+// not join, since that would rebalance them and cut their drains short
+// (the follower would stop until the next tick). It measures the lag
+// instead, and marks c caught up when there is none; it drains itself
+// once the group has no other member.
+func (s *Service) watchOthers(ctx context.Context, c *catchUp, req CatchUpRequest) (watching, caughtUp bool) {
+	ctl := s.mirror.opts.Control
+	if ctl == nil {
+		return false, false
+	}
+	if n, err := ctl.OtherMembers(ctx); err != nil || n == 0 {
+		return false, false
+	}
+	lag, err := s.mirror.Lag(ctx, req.Topics)
+	if err != nil {
+		return true, false
+	}
+	caughtUp = lag.Unpaused() == 0
+	c.update(func(st *CatchUpStatus) {
+		st.Lag = lag.Unpaused()
+		if caughtUp {
+			st.State, st.Ended = CatchUpCaughtUp, time.Now()
+		}
+	})
+	return true, caughtUp
 }
 
 // finish marks a run that ran out of time, or was canceled by Close.
