@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,9 @@ type Faults struct {
 	delay          time.Duration
 	ingestWait     time.Duration
 	managementWait time.Duration
+	// readsFailUntil: $management reads of a hub's partition
+	// properties fail until then (FailPartitionReads).
+	readsFailUntil map[string]time.Time
 }
 
 func newFaults(srv *Server) *Faults {
@@ -103,11 +107,32 @@ func (f *Faults) DelayManagement(d time.Duration) {
 	f.managementWait = d
 }
 
+// FailPartitionReads makes every $management read of the partition
+// properties of hub answer 503 (server busy) for the next d: a hub that
+// does not answer for a while (0 cancels).
+func (f *Faults) FailPartitionReads(hub string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readsFailUntil == nil {
+		f.readsFailUntil = make(map[string]time.Time)
+	}
+	f.readsFailUntil[strings.ToLower(hub)] = time.Now().Add(d)
+}
+
 // Reset clears every pending fault.
 func (f *Faults) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rejectNext, f.rejectFraction, f.dropNext, f.delay, f.ingestWait, f.managementWait = 0, 0, 0, 0, 0, 0
+	f.readsFailUntil = nil
+}
+
+// partitionReadFails reports whether a read of hub's partition properties
+// must fail now (FailPartitionReads).
+func (f *Faults) partitionReadFails(hub string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Now().Before(f.readsFailUntil[strings.ToLower(hub)])
 }
 
 // DropConnections closes every open connection abruptly (TCP close, no AMQP

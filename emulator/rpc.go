@@ -137,6 +137,9 @@ func (c *conn) management(props map[string]string) rpcResponse {
 			{Key: "georeplication_factor", Value: int32(1)},
 		}}
 	case "com.microsoft:partition":
+		if srv.faults.partitionReadFails(h.cfg.Name) {
+			return rpcResponse{status: 503, desc: "The service is busy (emulator fault: partition reads of this hub fail)."}
+		}
 		p, e := lookupPartition(h, props["partition"])
 		if e != nil {
 			return rpcResponse{status: 400, desc: e.Description}

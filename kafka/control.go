@@ -29,6 +29,20 @@ const controlPartition = 0
 // mirror.ControlSlotKept "<group>.control.kept").
 func (s *Source) ControlGroup(slot string) string { return s.opts.Group + "." + slot }
 
+// CommittedMetadata returns the group's committed offsets with their
+// metadata (mirror.NoOffset and "" where none).
+func (s *Source) CommittedMetadata(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]mirror.CommitOffset, error) {
+	offsets, meta, err := s.committed(ctx, tps)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[mirror.TopicPartition]mirror.CommitOffset, len(offsets))
+	for tp, off := range offsets {
+		out[tp] = mirror.CommitOffset{Offset: off, Metadata: meta[tp]}
+	}
+	return out, nil
+}
+
 // OffsetsForTime returns, per partition, the earliest offset whose record
 // timestamp is at or after t (ListOffsets by timestamp), or the log end when
 // no record is that recent.

@@ -1,5 +1,11 @@
 package mirror
 
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+)
+
 // A drain that ends with a batch still refused (Event Hubs throttling at
 // the namespace's quota, a send that failed) commits each partition below
 // that batch, although the other hub partitions may have stored records
@@ -8,9 +14,14 @@ package mirror
 // budget on records Event Hubs already holds, and the commit barely moves.
 // So a process remembers, per partition, which records above its last
 // commit Event Hubs acknowledged, and its next drain of that partition does
-// not send them again when it starts at exactly that commit (nobody else
-// moved the offset since) of the same topic (same id). With deduplication
-// on, the read-back after the unclean end does this across processes.
+// not send them again when it starts at that very commit: the same topic
+// (same id), the same offset, and the commit still carries the writer
+// token it had when the drain ended (commitMeta.Writer). Any other writer
+// since (another process's drain, an offset reset, a tool) replaced the
+// token, so an offset moved away and back (an A→B→A of the value, as a
+// reset to earliest on another instance does) is not taken for it. With
+// deduplication on, the read-back after the unclean end does this across
+// processes.
 
 // ackedKept bounds the offsets a Mirror remembers in all.
 const ackedKept = 1 << 20
@@ -20,7 +31,50 @@ const ackedKept = 1 << 20
 type ackedAbove struct {
 	topicID   string
 	committed int64
-	offsets   map[int64]struct{}
+	// writer is the writer token of the commit at committed.
+	writer  string
+	offsets map[int64]struct{}
+}
+
+// commitWriter is a drain's writer token (drawn at its first use) and,
+// per partition, the token of the commit that stands: the one read at the
+// drain's start, replaced by the drain's own once it committed.
+type commitWriter struct {
+	once  sync.Once
+	token string
+
+	mu sync.Mutex
+	at map[TopicPartition]string
+}
+
+// own returns the drain's token.
+func (w *commitWriter) own() string {
+	w.once.Do(func() {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		w.token = hex.EncodeToString(b[:])
+	})
+	return w.token
+}
+
+// found records the writer token of tp's commit read at the drain's start.
+func (w *commitWriter) found(tp TopicPartition, token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.at == nil {
+		w.at = make(map[TopicPartition]string)
+	}
+	w.at[tp] = token
+}
+
+// wrote records that the drain committed tp.
+func (w *commitWriter) wrote(tp TopicPartition) { w.found(tp, w.own()) }
+
+// of returns the writer token of tp's commit that stands ("" unknown).
+func (w *commitWriter) of(tp TopicPartition) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at[tp]
 }
 
 // keepAcked remembers, at the end of a drain, the records of its
@@ -46,22 +100,24 @@ func (d *drain) keepAcked() {
 			total -= len(old.offsets)
 			delete(d.m.acked, ps.tp)
 		}
-		if len(offsets) == 0 || committed < 0 || total+len(offsets) > ackedKept {
+		writer := d.writer.of(ps.tp)
+		if len(offsets) == 0 || committed < 0 || writer == "" || total+len(offsets) > ackedKept {
 			continue
 		}
 		total += len(offsets)
-		d.m.acked[ps.tp] = &ackedAbove{topicID: d.ids[ps.tp.Topic], committed: committed, offsets: offsets}
+		d.m.acked[ps.tp] = &ackedAbove{topicID: d.ids[ps.tp.Topic], committed: committed, writer: writer, offsets: offsets}
 	}
 }
 
 // takeAcked hands a partition that starts at its commit the records an
-// earlier drain of this process had acknowledged above it.
+// earlier drain of this process had acknowledged above it, when that
+// commit is still the very one the earlier drain left (its writer token).
 func (d *drain) takeAcked(ps *partitionState) {
 	d.m.mu.Lock()
 	a := d.m.acked[ps.tp]
 	delete(d.m.acked, ps.tp)
 	d.m.mu.Unlock()
-	if a == nil || d.m.opts.Deduplicate || a.topicID != d.ids[ps.tp.Topic] || ps.startCommitted != a.committed || ps.start != a.committed {
+	if a == nil || d.m.opts.Deduplicate || a.topicID != d.ids[ps.tp.Topic] || ps.startCommitted != a.committed || ps.start != a.committed || a.writer != d.writer.of(ps.tp) {
 		return
 	}
 	ps.mu.Lock()

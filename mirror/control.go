@@ -25,6 +25,11 @@ type Control interface {
 	ControlRecords(ctx context.Context, slot string, topics []string) (map[string]string, error)
 	// WriteControlRecord stores a topic's control record in slot.
 	WriteControlRecord(ctx context.Context, slot, topic, record string) error
+	// CommittedMetadata returns the group's committed offsets with the
+	// metadata stored beside them (NoOffset and "" where none), read
+	// without joining the group: an offset reset's dry run plans from
+	// them as a drain's start does.
+	CommittedMetadata(ctx context.Context, tps []TopicPartition) (map[TopicPartition]CommitOffset, error)
 }
 
 // Control record slots. An operator's pause or resume is written to the

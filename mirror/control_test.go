@@ -20,6 +20,9 @@ func (f *fakeControl) OffsetsForTime(context.Context, []TopicPartition, time.Tim
 	return nil, nil
 }
 func (f *fakeControl) OtherMembers(context.Context) (int, error) { return 0, nil }
+func (f *fakeControl) CommittedMetadata(context.Context, []TopicPartition) (map[TopicPartition]CommitOffset, error) {
+	return nil, nil
+}
 func (f *fakeControl) ControlRecords(_ context.Context, slot string, topics []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, t := range topics {

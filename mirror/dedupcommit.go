@@ -53,7 +53,7 @@ func (d *drain) floorsFor(ps *partitionState, p int64) (map[string]int64, int64)
 
 // commitMetaFor returns the metadata to store with a commit of ps at p.
 func (d *drain) commitMetaFor(ctx context.Context, ps *partitionState, p int64) (string, bool, error) {
-	cm := commitMeta{TopicID: d.ids[ps.tp.Topic]}
+	cm := commitMeta{TopicID: d.ids[ps.tp.Topic], Writer: d.writer.own()}
 	if d.dd == nil {
 		s, err := cm.encode()
 		return s, false, err
@@ -160,6 +160,7 @@ func (d *drain) intentCommit(ctx context.Context, problem func(string)) {
 		ps := d.states[tp]
 		ps.committedAt(off.Offset)
 		d.committedMeta(ps, false)
+		d.writer.wrote(tp)
 	}
 }
 

@@ -239,6 +239,9 @@ type drain struct {
 	clock *readClock
 
 	commitMu sync.Mutex
+	// writer is the drain's commit token and, per partition, the token
+	// of the commit that stands (acked.go).
+	writer commitWriter
 
 	// ids are the topics' ids (KIP-516) when the drain started, "" where
 	// the broker reports none.

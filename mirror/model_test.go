@@ -13,7 +13,6 @@ package mirror_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -84,7 +83,13 @@ type model struct {
 	committed map[mirror.TopicPartition]int64
 	reset     map[mirror.TopicPartition]bool
 	paused    map[string]bool
-	log       []string
+	// resend are the copies of records an applied backward reset said
+	// it sends again: each must be in Event Hubs that many times once
+	// committed past (contract reset-resends).
+	resend map[mirror.TopicPartition]map[int64]int
+	// tickEnd is when the last scheduled invocation's window ended.
+	tickEnd time.Time
+	log     []string
 }
 
 func modelBudget(name string, def int) int {
@@ -124,11 +129,19 @@ func TestModelPositions(t *testing.T) {
 			"hub":      md.createHub,
 			"recreate": md.recreate,
 			"reset":    md.resetOffsets,
-			"pause":    md.pause,
+			"pause":    md.operatorPause,
 			"pauseRun": md.pauseWhileFollowing,
 			"expire":   md.expire,
-			"":         md.check,
+			// The deployed shape (model_deploy_test.go).
+			"tick":         md.tick,
+			"pauseResume":  md.pauseResumeTick,
+			"opCatchUp":    md.operatorCatchUp,
+			"hubSilent":    md.hubSilentAtStart,
+			"recreateLate": md.recreateLate,
+			"ackedReset":   md.ackedThenReset,
+			"":             md.check,
 		})
+		md.settle(rt)
 	})
 }
 
@@ -149,6 +162,7 @@ func newModel(t *testing.T, rt *rapid.T) *model {
 		committed: make(map[mirror.TopicPartition]int64),
 		reset:     make(map[mirror.TopicPartition]bool),
 		paused:    make(map[string]bool),
+		resend:    make(map[mirror.TopicPartition]map[int64]int),
 	}
 	var seeds []kfake.Opt
 	for name, n := range modelTopics {
@@ -196,6 +210,7 @@ func (md *model) newProc() *modelProc {
 	}
 	opts := md.opts
 	opts.Control, opts.Logger, opts.CommitInterval = src, testLogger(), 100*time.Millisecond
+	opts.CatchUpMaxDuration = 10 * time.Second
 	m, err := mirror.New(src, sink, opts)
 	if err != nil {
 		md.t.Fatal(err)
@@ -354,6 +369,9 @@ func (md *model) truncate(rt *rapid.T) {
 		if r.offset < cut && r.offset >= committed {
 			md.allowMissing(tp, r.offset)
 		}
+		if r.offset < cut {
+			delete(md.resend[tp], r.offset) // gone before it was sent again
+		}
 	}
 	md.logf("truncate %s below %d (committed %d)", tp, cut, committed)
 }
@@ -395,78 +413,10 @@ func (md *model) recreate(rt *rapid.T) {
 		delete(md.produced, tp)
 		delete(md.missingOK, tp)
 		delete(md.copiesOK, tp)
+		delete(md.resend, tp)
 		md.reset[tp] = true
 	}
 	md.logf("m.b deleted and created again")
-}
-
-// resetOffsets plans a reset, applies it, and checks that the applied reset
-// is what the dry run said.
-func (md *model) resetOffsets(rt *rapid.T) {
-	topic := md.topic(rt)
-	req := mirror.ResetRequest{Topics: []string{topic}, By: "model"}
-	req.To = rapid.SampledFrom([]string{mirror.ResetEarliest, mirror.ResetLatest, mirror.ResetOffset}).Draw(rt, "to")
-	if req.To == mirror.ResetOffset {
-		req.Partitions = []int32{0}
-		req.Offset = int64(rapid.IntRange(0, len(md.produced[mirror.TopicPartition{Topic: topic}])).Draw(rt, "offset"))
-	}
-	_, p := md.proc(rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	dry, err := p.m.ResetOffsets(ctx, req)
-	if err != nil {
-		md.logf("reset %s to %s: dry run refused: %v", topic, req.To, err)
-		return
-	}
-	req.Apply = true
-	res, err := p.m.ResetOffsets(ctx, req)
-	if errors.Is(err, mirror.ErrBusy) {
-		md.logf("reset %s to %s: busy: %v", topic, req.To, err)
-		return
-	}
-	if err != nil {
-		var ie *mirror.InputError
-		if errors.As(err, &ie) {
-			md.logf("reset %s: %v", topic, err)
-			return
-		}
-		rt.Fatalf("reset %s to %s failed: %v", topic, req.To, err)
-	}
-	// The contract: a dry run equals the applied effect (nothing changed
-	// in between).
-	if len(dry.Partitions) != len(res.Partitions) {
-		rt.Fatalf("dry run %+v, applied %+v", dry.Partitions, res.Partitions)
-	}
-	for k, d := range dry.Partitions {
-		a := res.Partitions[k]
-		if d.Before != a.Before || d.From != a.From || d.After != a.After || d.Skipped != a.Skipped || d.Resent != a.Resent {
-			rt.Fatalf("contract reset-dry-run: dry run %+v, applied %+v", d, a)
-		}
-		tp := mirror.TopicPartition{Topic: a.Topic, Partition: a.Partition}
-		for off := a.From; off < a.After; off++ {
-			md.allowMissing(tp, off)
-		}
-		for off := a.After; off < a.From; off++ {
-			if md.copiesOK[tp] == nil {
-				md.copiesOK[tp] = map[int64]int{}
-			}
-			md.copiesOK[tp][off]++
-		}
-		md.reset[tp] = true
-	}
-	md.logf("reset %s to %s applied: %+v", topic, req.To, res.Partitions)
-}
-
-// pause pauses or resumes a topic.
-func (md *model) pause(rt *rapid.T) {
-	topic := md.topic(rt)
-	paused := !md.paused[topic]
-	_, p := md.proc(rt)
-	if _, err := p.m.SetPaused(context.Background(), topic, paused, "model", "model"); err != nil {
-		rt.Fatalf("pause %s=%v: %v", topic, paused, err)
-	}
-	md.paused[topic] = paused
-	md.logf("pause %s = %v", topic, paused)
 }
 
 // pauseWhileFollowing pauses or resumes a topic, from either process, while

@@ -48,6 +48,12 @@ type commitMeta struct {
 	// new and the old position are sent again (what the reset said) and
 	// those above it are not. 0 when absent.
 	From int64
+	// Writer ("w=") is a token of the drain that wrote the commit, drawn
+	// at random by each drain: any other writer (another drain, an
+	// offset reset, a tool) replaces it. A process trusts what it
+	// remembers above a commit only while the commit still carries the
+	// token it had when the process's drain ended (acked.go).
+	Writer string
 }
 
 // encode renders m; it fails when the result would exceed
@@ -69,6 +75,13 @@ func (m commitMeta) encode() (string, error) {
 		}
 		b.WriteString(" hub=")
 		b.WriteString(m.Hub)
+	}
+	if m.Writer != "" {
+		if strings.ContainsAny(m.Writer, " =") {
+			return "", fmt.Errorf("commit metadata: writer token %q contains a space or '='", m.Writer)
+		}
+		b.WriteString(" w=")
+		b.WriteString(m.Writer)
 	}
 	if m.Clean {
 		b.WriteString(" clean=1")
@@ -130,6 +143,8 @@ func parseCommitMeta(s string) (m commitMeta, ok bool) {
 			m.TopicID = val
 		case "hub":
 			m.Hub = val
+		case "w":
+			m.Writer = val
 		case "clean":
 			m.Clean = val == "1"
 		case "seq":
@@ -234,6 +249,7 @@ func (d *drain) commit(ctx context.Context) error {
 	for tp, off := range offsets {
 		d.states[tp].committedAt(off.Offset)
 		d.committedMeta(d.states[tp], clean[tp])
+		d.writer.wrote(tp)
 	}
 	d.handBackPausedLocked()
 	return nil

@@ -66,29 +66,8 @@ func TestCompactedTopicNeverRestarts(t *testing.T) {
 func TestRecreatedTopicDetectedAtStart(t *testing.T) {
 	e := newEnv(t)
 	const topic = "prod.test3"
-	for i := range 100 {
-		e.produce(&kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "old%d", i)})
-	}
 	m := e.newMirror(mirror.Options{})
-	e.drain(m, mirror.Limits{})
-	src := e.newSource()
-	meta := e.committedMetadata(src, topic, 0)
-	if !strings.Contains(meta, "tid=") {
-		t.Errorf("commit metadata %q has no topic id", meta)
-	}
-	if err := e.cluster.DeleteTopic(topic); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.cluster.CreateTopic(topic, 4, nil); err != nil {
-		t.Fatal(err)
-	}
-	recs := make([]*kgo.Record, 150)
-	for i := range recs {
-		recs[i] = &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "new%d", i)}
-	}
-	e.produceFresh(recs...)
-	// The old topic's commit arrives late and lands on the new topic.
-	e.commitAs(src, topic, 0, 100, meta)
+	recreatedWithALateCommit(t, e, m, topic)
 	// The first fetches fail: a check that needed
 	// one could not run.
 	var failed atomic.Int32
@@ -113,6 +92,78 @@ func TestRecreatedTopicDetectedAtStart(t *testing.T) {
 	}
 	if p := findPartition(t, rep, topic, 0); !strings.Contains(p.Note, "deleted and recreated") {
 		t.Errorf("report does not say why it started over: %+v", p)
+	}
+}
+
+// recreatedWithALateCommit mirrors 100 records of topic's partition 0 with
+// m, deletes topic and creates it again with 4 partitions, produces 150
+// records ("new0".."new149") to the new partition 0, then lands the old
+// topic's commit (offset 100, with its metadata) late on the new topic.
+func recreatedWithALateCommit(t *testing.T, e *env, m *mirror.Mirror, topic string) {
+	t.Helper()
+	for i := range 100 {
+		e.produce(&kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "old%d", i)})
+	}
+	e.drain(m, mirror.Limits{})
+	src := e.newSource()
+	meta := e.committedMetadata(src, topic, 0)
+	if !strings.Contains(meta, "tid=") {
+		t.Errorf("commit metadata %q has no topic id", meta)
+	}
+	if err := e.cluster.DeleteTopic(topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cluster.CreateTopic(topic, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, 150)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, "new%d", i)}
+	}
+	e.produceFresh(recs...)
+	e.commitAs(src, topic, 0, 100, meta) // the old topic's commit, late
+}
+
+// TestResetPlansARecreatedTopicAsADrainStarts (issue 50, defect 2): a late
+// commit of a deleted topic lands on the topic created again under its
+// name. A drain would start the new topic at its earliest offset; a reset's
+// plan (dry run and applied) says so too, so a reset to-current stamps the
+// new topic's id on its earliest offset and not on the stale 100, and
+// every record of the new topic is mirrored.
+func TestResetPlansARecreatedTopicAsADrainStarts(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test3"
+	m := e.newMirrorWith(mirror.Options{}, nil, withControl)
+	recreatedWithALateCommit(t, e, m, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := mirror.ResetRequest{Topics: []string{topic}, Partitions: []int32{0}, To: mirror.ResetToCurrent, By: "test"}
+	dry, err := m.ResetOffsets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := dry.Partitions[0]; p.Before != 100 || p.From != 0 || p.After != 0 || p.Skipped != 0 {
+		t.Fatalf("dry run %+v: want before=100 from=0 after=0 skipped=0 (a drain starts the new topic at its earliest offset)", p)
+	}
+	req.Apply = true
+	res, err := m.ResetOffsets(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Partitions[0] != dry.Partitions[0] {
+		t.Fatalf("applied %+v, dry run %+v", res.Partitions[0], dry.Partitions[0])
+	}
+	e.drain(m, mirror.Limits{})
+	news := 0
+	for _, r := range e.mirrored(topic, 4) {
+		for _, rec := range r {
+			if strings.HasPrefix(string(rec.Value), "new") {
+				news++
+			}
+		}
+	}
+	if c := e.committed(m, topic)[0]; news != 150 || c != 150 {
+		t.Fatalf("mirrored %d of the new topic's 150 records, committed %d", news, c)
 	}
 }
 
@@ -235,7 +286,7 @@ func TestBrokerWithoutTopicIDs(t *testing.T) {
 	m := e.newMirror(mirror.Options{})
 	e.drain(m, mirror.Limits{})
 	src := e.newSource()
-	if meta := e.committedMetadata(src, "prod.compact", 0); meta != "ehmirror/2" {
+	if meta := e.committedMetadata(src, "prod.compact", 0); !strings.HasPrefix(meta, "ehmirror/2") || strings.Contains(meta, "tid=") {
 		t.Fatalf("commit metadata %q, want no topic id", meta)
 	}
 	for i := 99; i < 109; i++ {

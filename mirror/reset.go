@@ -115,11 +115,15 @@ func (m *Mirror) resetOffsets(ctx context.Context, req ResetRequest, wait time.D
 		res.Offset = &req.Offset
 	}
 	if !req.Apply {
-		committed, err := m.source.Committed(ctx, tps)
+		committed, err := m.opts.Control.CommittedMetadata(ctx, tps)
 		if err != nil {
 			return nil, fmt.Errorf("reading committed offsets: %w", err)
 		}
-		return res, m.plan(ctx, req, tps, committed, res)
+		ids, err := m.topicIDs(ctx, req.Topics)
+		if err != nil {
+			return nil, err
+		}
+		return res, m.plan(ctx, req, tps, committed, ids, res)
 	}
 
 	got, busy := m.hold("offset reset", tps, m.holdMark())
@@ -158,18 +162,26 @@ func (m *Mirror) resetOffsets(ctx context.Context, req ResetRequest, wait time.D
 	if len(notOwned) > 0 {
 		return nil, fmt.Errorf("%w: another member of the group holds %s; try again when it ends", ErrBusy, tpList(notOwned))
 	}
-	if err := m.plan(ctx, req, tps, assigned, res); err != nil {
-		return nil, err
-	}
 	ids, err := m.topicIDs(ctx, req.Topics)
 	if err != nil {
 		return nil, err
 	}
 	old := claim.AssignedMetadata()
+	committed := make(map[TopicPartition]CommitOffset, len(tps))
+	for _, tp := range tps {
+		committed[tp] = CommitOffset{Offset: assigned[tp], Metadata: old[tp]}
+	}
+	if err := m.plan(ctx, req, tps, committed, ids, res); err != nil {
+		return nil, err
+	}
 	offsets := make(map[TopicPartition]CommitOffset, len(res.Partitions))
 	for _, p := range res.Partitions {
 		tp := TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		meta, err := m.resetMetadata(tp, p.Before, old[tp], ids[p.Topic]).encode()
+		before := p.Before
+		if m.startPosition(p.Before, old[tp], ids[p.Topic], Watermarks{Start: p.LogStart, End: p.LogEnd}, false).recreated {
+			before = NoOffset // a commit of an earlier topic says nothing of this one
+		}
+		meta, err := m.resetMetadata(tp, before, old[tp], ids[p.Topic]).encode()
 		if err != nil {
 			return nil, fmt.Errorf("reset of %s: %w", tp, err)
 		}
@@ -344,13 +356,19 @@ func (m *Mirror) resetPartitions(ctx context.Context, req ResetRequest) ([]Topic
 	return slices.Compact(tps), nil
 }
 
-// plan fills res with the reset of tps from committed.
-func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartition, committed map[TopicPartition]int64, res *ResetResult) error {
+// plan fills res with the reset of tps from committed (the stored
+// commits with their metadata) and ids (the topics' ids now): From is
+// where a drain starting now would start (startPosition).
+func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartition, committed map[TopicPartition]CommitOffset, ids map[string]string, res *ResetResult) error {
 	wms, err := m.source.Watermarks(ctx, tps)
 	if err != nil {
 		return fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
-	first := m.firstDeployment(ctx, committed, m.opts.Logger)
+	known := make(map[TopicPartition]int64, len(committed))
+	for tp, c := range committed {
+		known[tp] = c.Offset
+	}
+	first := m.firstDeployment(ctx, known, m.opts.Logger)
 	var byTime map[TopicPartition]int64
 	switch req.To {
 	case ResetTimestamp:
@@ -364,11 +382,12 @@ func (m *Mirror) plan(ctx context.Context, req ResetRequest, tps []TopicPartitio
 	res.Partitions, res.Skipped, res.Resent = nil, 0, 0
 	for _, tp := range tps {
 		wm := wms[tp]
-		before, ok := committed[tp]
+		c, ok := committed[tp]
 		if !ok {
-			before = NoOffset
+			c.Offset = NoOffset
 		}
-		from := m.startFrom(before, wm, first)
+		before := c.Offset
+		from := m.startPosition(before, c.Metadata, ids[tp.Topic], wm, first).from
 		p := ResetPartition{Topic: tp.Topic, Partition: tp.Partition, Before: before, From: from, LogStart: wm.Start, LogEnd: wm.End}
 		switch req.To {
 		case ResetEarliest:

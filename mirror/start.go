@@ -41,24 +41,26 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 			continue
 		}
 		cm, _ := parseCommitMeta(meta[tp])
+		d.writer.found(tp, cm.Writer)
 		now := d.ids[tp.Topic]
+		sp := d.m.startPosition(committed, meta[tp], now, wm, d.firstDeployment)
 		switch {
-		case committed != NoOffset && cm.TopicID != "" && now == "":
+		case sp.unchecked:
 			// Fail closed: the check that protects this position cannot run.
 			ps := d.addState(tp, hubName, committed)
 			ps.begin(committed, wm.End)
 			ps.fail(fmt.Errorf("the committed offset %d carries topic id %s but the broker now reports no topic ids, so it cannot be checked; partition skipped (reset the group's offset for it to go on)", committed, cm.TopicID))
 			continue
-		case committed != NoOffset && cm.TopicID != "" && cm.TopicID != now:
+		case sp.recreated:
 			ps := d.addState(tp, hubName, NoOffset)
-			ps.begin(wm.Start, wm.End)
+			ps.begin(sp.from, wm.End)
 			ps.note = fmt.Sprintf("committed offset %d belongs to an earlier topic of the same name (topic id %s, now %s: deleted and recreated); mirroring this one from its earliest offset %d", committed, cm.TopicID, now, wm.Start)
 			d.logger.WarnContext(ctx, "topic recreated since the last commit; starting over at the earliest offset",
 				"topic", tp.Topic, "partition", tp.Partition, "stale_committed", committed, "old_topic_id", cm.TopicID, "topic_id", now, "log_start", wm.Start)
 			continue
 		}
 		ps := d.addState(tp, hubName, committed)
-		d.begin(ps, committed, wm)
+		d.begin(ps, committed, sp.from, wm)
 		d.takeAcked(ps)
 	}
 	d.startDedup(ctx, meta)
@@ -104,13 +106,49 @@ func (m *Mirror) firstDeployment(ctx context.Context, known map[TopicPartition]i
 	return true
 }
 
+// startPoint is where the next drain starts a partition, as
+// startPosition decides it.
+type startPoint struct {
+	// from is where reading starts (a partition failed at the start
+	// stays at its commit).
+	from int64
+	// committed is the commit that counts: NoOffset when the one stored
+	// belongs to an earlier topic of the same name.
+	committed int64
+	// recreated: the stored commit carries the id of an earlier topic of
+	// the same name (deleted and created again; a late commit of the old
+	// topic may have landed on the new one): the new one starts at its
+	// earliest offset.
+	recreated bool
+	// unchecked: the stored commit carries a topic id but the broker
+	// reports none, so it cannot be checked: the partition fails closed.
+	unchecked bool
+}
+
+// startPosition is where a drain starts reading a partition whose stored
+// commit is committed (NoOffset if none) with metadata meta, of the topic
+// whose id is now topicID, whose log is wm: the topic-id check of the
+// commit metadata, then the start-offset and gap policies (startFrom);
+// first says whether latest applies (see firstDeployment). It is the one
+// computation behind a drain's start and an offset reset's plan, so a
+// reset's dry run says what a drain would do.
+func (m *Mirror) startPosition(committed int64, meta, topicID string, wm Watermarks, first bool) startPoint {
+	cm, _ := parseCommitMeta(meta)
+	switch {
+	case committed != NoOffset && cm.TopicID != "" && topicID == "":
+		return startPoint{from: committed, committed: committed, unchecked: true}
+	case committed != NoOffset && cm.TopicID != "" && cm.TopicID != topicID:
+		return startPoint{from: wm.Start, committed: NoOffset, recreated: true}
+	}
+	return startPoint{from: m.startFrom(committed, wm, first), committed: committed}
+}
+
 // startFrom is where a drain starts reading a partition whose committed
-// offset is committed (NoOffset if none) and whose log is wm, under the
-// start-offset and gap policies; first says whether latest applies (see
-// firstDeployment). It is the one computation behind a drain's start and
-// an offset reset's plan. A gap or a position beyond the log end under the
-// fail policy starts nowhere: the partition is failed where it is, so
-// startFrom returns committed.
+// offset (of the topic there is now) is committed (NoOffset if none) and
+// whose log is wm, under the start-offset and gap policies; first says
+// whether latest applies (see firstDeployment). A gap or a position
+// beyond the log end under the fail policy starts nowhere: the partition
+// is failed where it is, so startFrom returns committed.
 func (m *Mirror) startFrom(committed int64, wm Watermarks, first bool) int64 {
 	switch {
 	case committed == NoOffset && first:
@@ -135,40 +173,37 @@ func (d *drain) addState(tp TopicPartition, hub string, committed int64) *partit
 	return ps
 }
 
-// begin applies the start-offset and gap policies to one partition.
-func (d *drain) begin(ps *partitionState, committed int64, wm Watermarks) {
+// begin starts one partition at from (startFrom's answer for committed
+// and wm), with what the start-offset and gap policies say about it: a
+// gap or a commit past the log end fails the partition under the fail
+// policy, and is reported under resume-earliest.
+func (d *drain) begin(ps *partitionState, committed, from int64, wm Watermarks) {
 	policy := d.m.opts.GapPolicy
 	switch {
-	case committed == NoOffset && d.firstDeployment:
-		ps.begin(wm.End, wm.End)
-	case committed == NoOffset:
-		ps.begin(wm.Start, wm.End)
-	case committed < wm.Start:
+	case committed != NoOffset && committed < wm.Start:
 		gap := wm.Start - committed
 		ps.gap = gap
+		ps.begin(from, wm.End)
 		if policy == GapFail {
-			ps.begin(committed, wm.End)
 			ps.lagBefore = wm.End - committed
 			ps.fail(fmt.Errorf("gap: %d records (offsets %d..%d) were removed by retention before they were mirrored; partition not advanced (MIRROR_GAP_POLICY=resume-earliest skips them)", gap, committed, wm.Start-1))
 			return
 		}
 		d.logger.WarnContext(context.Background(), "records lost to retention before they were mirrored; resuming at the earliest record",
 			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "gap", gap, "committed", committed, "log_start", wm.Start)
-		ps.begin(wm.Start, wm.End)
 	case committed > wm.End:
+		ps.begin(from, wm.End)
 		if policy == GapFail {
-			ps.begin(committed, wm.End)
 			ps.fail(fmt.Errorf("committed offset %d is beyond the log end %d (topic recreated or truncated); partition not advanced (MIRROR_GAP_POLICY=resume-earliest restarts it at offset %d)", committed, wm.End, wm.Start))
 			return
 		}
 		d.logger.WarnContext(context.Background(), "committed offset beyond the log end; restarting at the earliest record",
 			"topic", ps.tp.Topic, "partition", ps.tp.Partition, "committed", committed, "log_start", wm.Start, "log_end", wm.End)
-		ps.begin(wm.Start, wm.End)
 		// The stale offset is replaced by the first commit of this drain.
 		ps.resetCommitted()
 		ps.note = fmt.Sprintf("committed offset %d was beyond the log end %d; restarted at the earliest offset %d (MIRROR_GAP_POLICY=resume-earliest)", committed, wm.End, wm.Start)
 	default:
-		ps.begin(committed, wm.End)
+		ps.begin(from, wm.End)
 	}
 }
 
