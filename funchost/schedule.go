@@ -328,9 +328,10 @@ func (h *Host) runTimer(ctx context.Context, ts *timerState) {
 			next := ts.listener.Next
 			ts.mu.Unlock()
 			wait = nextInterval(next, h.now())
-			if early := h.opts.FireEarly; wait > early {
-				wait -= early
-			}
+			// FireEarly: at most that much before the occurrence, and at
+			// once when less remains (a host started 100 ms before an
+			// occurrence fires it early too, not on time).
+			wait = max(wait-h.opts.FireEarly, 0)
 		}
 		t := time.NewTimer(wait)
 		select {
