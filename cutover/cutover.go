@@ -107,6 +107,10 @@ type Result struct {
 	// WrittenPartitions counts the partitions whose checkpoints are in
 	// place (written or already there).
 	WrittenPartitions int `json:"written_partitions"`
+	// StoreError is why a dry run could not read the checkpoint store
+	// (its stored checkpoints were not compared); a confirmed cut-over
+	// is refused with that error instead.
+	StoreError string `json:"store_error,omitempty"`
 }
 
 // InputError is a bad request; Field names the culprit.
@@ -136,13 +140,19 @@ func Run(ctx context.Context, g Group, h Hubs, w CheckpointStore, req Request, l
 	if err := validate(req, w); err != nil {
 		return nil, err
 	}
+	var storeErr string
 	if w != nil {
 		if err := w.Check(ctx); err != nil {
-			return nil, fmt.Errorf("cutover: %w: %w", ErrStore, err)
+			if req.Confirm {
+				return nil, fmt.Errorf("cutover: %w: %w", ErrStore, err)
+			}
+			// A dry run still plans: it says the store did not answer
+			// instead of refusing, and compares nothing stored.
+			storeErr, w = err.Error(), nil
 		}
 	}
 	res := &Result{Group: req.Group, Namespace: req.Namespace, ConsumerGroup: req.ConsumerGroup, By: req.By, At: time.Now().UTC(),
-		Forced: req.Force, AllowBackward: req.AllowBackward}
+		Forced: req.Force, AllowBackward: req.AllowBackward, StoreError: storeErr}
 	members, err := g.MembersOf(ctx, req.Group)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: members of %q: %w", req.Group, err)

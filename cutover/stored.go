@@ -179,6 +179,9 @@ func Summary(res *Result, confirm, allow string) string {
 			fmt.Fprintf(&b, "; %d partition(s) would move backward (%s): a confirmed cut-over is refused unless %s", n, strings.Join(parts, "; "), allow)
 		}
 	}
+	if res.StoreError != "" {
+		fmt.Fprintf(&b, "; the checkpoint store did not answer (%s): stored checkpoints were not compared, and a confirmed cut-over is refused until it answers", res.StoreError)
+	}
 	if !res.Written {
 		fmt.Fprintf(&b, "; %s to write the checkpoints", confirm)
 	}

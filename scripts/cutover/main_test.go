@@ -234,5 +234,12 @@ func checkStoreFailsFast(t *testing.T, cmd func(...string) (string, error), env 
 			t.Errorf("%s: %v after %v; want one line saying %q at once", c.container, err, time.Since(start), c.want)
 		}
 	}
+	// A dry run still plans against an unreachable store, and says the
+	// stored checkpoints were not compared.
+	env["CUTOVER_STORAGE"] = strings.Replace(storage, host, closed, 1)
+	out, err := cmd("-group", "app", "-container", "checkpoints")
+	if err != nil || !strings.Contains(out, "the checkpoint store did not answer") || !strings.Contains(out, "unreachable") {
+		t.Errorf("dry run with an unreachable store: %v\n%s; want the plan and one note on the store", err, out)
+	}
 	env["CUTOVER_STORAGE"] = storage
 }
