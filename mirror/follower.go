@@ -93,9 +93,6 @@ type follower struct {
 	// at retryAt (zero: not yet noticed).
 	retry   time.Duration
 	retryAt time.Time
-	// answered are the ids of reset requests of other instances this
-	// follower took (resetrequest.go).
-	answered map[string]bool
 
 	// run names the invocation the drain works for now (or last did).
 	run string
@@ -127,7 +124,7 @@ type heldReset struct {
 func newFollower(s *Service, run string, until time.Time) *follower {
 	return &follower{
 		s: s, win: newFollowWindow(until, HandoverGrace), done: make(chan struct{}), wake: make(chan struct{}, 1),
-		phase: followStarting, retry: replanRetryFirst, answered: make(map[string]bool),
+		phase: followStarting, retry: replanRetryFirst,
 		run: run, attached: true, lastAt: time.Now(),
 	}
 }

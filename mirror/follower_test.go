@@ -326,3 +326,71 @@ func TestResetNotTakenByAFollowerWaitsForTheGroup(t *testing.T) {
 		t.Fatalf("committed %d after one shift by -4 from 10, want 6", c)
 	}
 }
+
+// An offset reset handed to another instance is applied at most once,
+// whichever followers see its request before its deadline: the one that
+// applied it, then a new follower of the same instance (the next tick
+// after a manual run stopped the first), then the follower of the other
+// instance (another process, as after a restart). The request here names
+// a deadline a minute ahead so that each follower reads it several times.
+// Before the fix each new follower applied it again: every application of
+// a reset to offset 6 sends records 6 to 9 once more (with a reset to
+// latest, records produced between two applications were skipped).
+func TestResetRequestIsAppliedOnceAcrossFollowers(t *testing.T) {
+	e := newEnv(t)
+	const topic = "prod.test1"
+	in := newInstances(t, e, mirror.Options{Topics: mirror.TopicFilter{Include: regexp.MustCompile(`^prod\.test1$`)}}, nil)
+	for i := range 10 {
+		e.produce(followRecord(0, i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// follow runs an invocation that follows for window, then a manual
+	// run, which stops the follower in its grace: the next invocation
+	// starts a new one instead of adopting it.
+	follow := func(svc *mirror.Service, run string, window time.Duration) error {
+		for _, r := range []struct {
+			run   string
+			until time.Time
+		}{{run, time.Now().Add(window)}, {run + " (manual)", time.Time{}}} {
+			if rep, err := svc.DrainFollowing(ctx, r.run, r.until); err != nil || rep.Failed() {
+				return fmt.Errorf("%s: %v, %q", r.run, err, rep.Lines())
+			}
+		}
+		return nil
+	}
+
+	first := make(chan error, 1)
+	go func() { first <- follow(in.timer, "tick 1", 8*time.Second) }()
+	waitEvents(t, e, 10, 10*time.Second)
+	lagZero(t, in.otherM, 10*time.Second, "the backlog committed")
+	req := mirror.ResetRequest{Topics: []string{topic}, Partitions: []int32{0}, To: mirror.ResetOffset, Offset: 6, Apply: true, By: "test"}
+	if _, err := in.otherM.WriteResetRequest(ctx, req, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, e, 14, 10*time.Second) // the first follower applied it: 6 to 9 sent again
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := follow(in.timer, "tick 2", 6*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	in.timer.Close()
+	if err := follow(in.other, "other instance", 6*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	counts := e.tally(topic, 4)
+	for off := range int64(10) {
+		want := 1
+		if off >= 6 {
+			want = 2
+		}
+		if got := counts[provenance{topic, 0, off}]; got != want {
+			t.Errorf("%s/0/%d mirrored %d times, want %d (one reset to offset 6, applied once)", topic, off, got, want)
+		}
+	}
+	if c := e.committed(in.otherM, topic)[0]; c != 10 {
+		t.Errorf("committed %d, want 10", c)
+	}
+}

@@ -18,16 +18,38 @@ import (
 //     few seconds ahead, to each named topic's record in the reset-request
 //     slot.
 //  2. A follower reads that slot every replanCheck. One whose claim holds
-//     every partition of the request takes it before its deadline: it
-//     writes "accepted" to each partition's record in the reset-outcome
-//     slot, then ends its drain (which commits what it read), applies the
-//     reset with its own membership, writes the outcome there, and starts
-//     the next drain from the reset positions.
+//     every partition of the request takes it before its deadline, unless
+//     a partition's record in the reset-outcome slot already holds an
+//     outcome of that request: it writes "accepted" there for each
+//     partition, then ends its drain (which commits what it read), applies
+//     the reset with its own membership, writes the outcome there, and
+//     starts the next drain from the reset positions.
 //  3. The instance asked waits for the outcome. When no follower accepted
 //     by the deadline (plus resetDecideSlack), none will (a follower takes
 //     a request only if its acceptance is written within resetAcceptSlack
 //     after the deadline), and the instance goes on as without a follower:
 //     it waits for the group to empty and applies the reset itself.
+//
+// A request is applied at most once, by all followers of all instances
+// and across restarts: the outcome slot is the only memory of who took
+// what. A follower never takes a request of which an outcome (accepted,
+// applied or failed) is written, and it writes "accepted" before it acts,
+// so every crash window leaves the request taken:
+//
+//   - before the acceptance is written: nothing was done; the instance
+//     asked sees no acceptance and applies the reset itself (step 3);
+//   - after it, before the reset's commit, or after the commit, before
+//     the outcome: the outcome stays "accepted", no follower takes the
+//     request again, and the instance asked answers busy after
+//     resetOutcomeWait, telling the operator to look at the positions
+//     (a dry run) before trying again. The reset is applied once or not
+//     at all, never again behind the operator's back.
+//
+// Kafka's commits have no compare-and-set, so the look and the acceptance
+// are two requests; two followers pass them together only if both claims
+// held every partition at once, which the group allows one member at a
+// time (a member that lost its claim without noticing yet is the window
+// left, a rebalance's few seconds).
 //
 // The instances' clocks must agree within resetDecideSlack minus
 // resetAcceptSlack (half a second; Azure's hosts are NTP-synchronized).
@@ -121,25 +143,13 @@ func (s *Service) requestReset(ctx context.Context, req ResetRequest) (res *Rese
 	if err != nil {
 		return nil, err, true
 	}
-	id, err := newRunID()
+	until := time.Now().Add(resetRequestWait).UTC()
+	id, err := m.writeResetRequest(ctx, req, until)
 	if err != nil {
 		return nil, err, true
 	}
-	topics := slices.Compact(slices.Sorted(slices.Values(req.Topics)))
-	rec := resetRequestRecord{V: resetRecordVersion, ID: id, Topics: len(topics), Until: time.Now().Add(resetRequestWait).UTC(),
-		Partitions: req.Partitions, To: req.To, Timestamp: req.Timestamp, Offset: req.Offset, Shift: req.Shift, Duration: req.Duration, By: clip(req.By)}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the reset request: %w", err), true
-	}
-	for _, topic := range topics {
-		if err := m.opts.Control.WriteControlRecord(ctx, ControlSlotResetRequest, topic, string(raw)); err != nil {
-			return nil, fmt.Errorf("handing the reset to the instance that holds the group: %w", err), true
-		}
-	}
-	m.opts.Logger.InfoContext(ctx, "offset reset: the group has members in other instances; request written for the instance that holds it", "id", id, "by", req.By, "topics", len(topics))
 	accepted := false
-	decide := rec.Until.Add(resetDecideSlack)
+	decide := until.Add(resetDecideSlack)
 	for {
 		if !sleep(ctx, resetPoll) {
 			return nil, ctx.Err(), true
@@ -161,6 +171,30 @@ func (s *Service) requestReset(ctx context.Context, req ResetRequest) (res *Rese
 			return nil, fmt.Errorf("%w: the instance holding the group accepted the reset but gave no outcome within %s; look at the positions with a dry run before trying again", ErrBusy, resetOutcomeWait), true
 		}
 	}
+}
+
+// writeResetRequest writes req (its topics chosen) to the reset-request
+// slot of each of its topics, to be taken until until, and returns the
+// request's id.
+func (m *Mirror) writeResetRequest(ctx context.Context, req ResetRequest, until time.Time) (string, error) {
+	id, err := newRunID()
+	if err != nil {
+		return "", err
+	}
+	topics := slices.Compact(slices.Sorted(slices.Values(req.Topics)))
+	rec := resetRequestRecord{V: resetRecordVersion, ID: id, Topics: len(topics), Until: until,
+		Partitions: req.Partitions, To: req.To, Timestamp: req.Timestamp, Offset: req.Offset, Shift: req.Shift, Duration: req.Duration, By: clip(req.By)}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return "", fmt.Errorf("encoding the reset request: %w", err)
+	}
+	for _, topic := range topics {
+		if err := m.opts.Control.WriteControlRecord(ctx, ControlSlotResetRequest, topic, string(raw)); err != nil {
+			return "", fmt.Errorf("handing the reset to the instance that holds the group: %w", err)
+		}
+	}
+	m.opts.Logger.InfoContext(ctx, "offset reset: the group has members in other instances; request written for the instance that holds it", "id", id, "by", req.By, "topics", len(topics))
+	return id, nil
 }
 
 // resetOutcomes returns the outcomes of request id among recs, and whether
@@ -207,8 +241,10 @@ func resetResultOf(req ResetRequest, tps []TopicPartition, outcomes map[TopicPar
 }
 
 // takeResetRequests reads the reset requests of other instances and hands
-// the follower those it can take: not taken before, before their deadline,
-// every partition held by d's claim. It reports whether it took one.
+// the follower those it can take: before their deadline, every partition
+// held by d's claim, and taken by no follower before (no outcome of theirs
+// written: the outcome slot, not the follower's memory, says so). It
+// writes the acceptance before it acts. It reports whether it took one.
 func (f *follower) takeResetRequests(ctx context.Context, d *drain) bool {
 	m := d.m
 	pc, ok := m.opts.Control.(PartitionControl)
@@ -223,16 +259,14 @@ func (f *follower) takeResetRequests(ctx context.Context, d *drain) bool {
 	byID := map[string][]string{}
 	reqs := map[string]resetRequestRecord{}
 	now := time.Now()
-	f.mu.Lock()
 	for topic, raw := range recs {
 		var r resetRequestRecord
-		if raw == "" || json.Unmarshal([]byte(raw), &r) != nil || r.V != resetRecordVersion || !now.Before(r.Until) || f.answered[r.ID] {
+		if raw == "" || json.Unmarshal([]byte(raw), &r) != nil || r.V != resetRecordVersion || !now.Before(r.Until) {
 			continue
 		}
 		byID[r.ID] = append(byID[r.ID], topic)
 		reqs[r.ID] = r
 	}
-	f.mu.Unlock()
 	took := false
 	assigned := d.claim.Assigned()
 	for id, topics := range byID {
@@ -246,9 +280,12 @@ func (f *follower) takeResetRequests(ctx context.Context, d *drain) bool {
 		if err != nil || !holdsAll(assigned, tps) {
 			continue // the requester finds the error itself, or another member holds some
 		}
-		f.mu.Lock()
-		f.answered[id] = true
-		f.mu.Unlock()
+		if taken, err := resetTaken(ctx, pc, tps, id); err != nil || taken {
+			if err != nil {
+				d.logger.DebugContext(ctx, "reading the outcome of a reset request of another instance: not taken for now", "id", id, "err", err)
+			}
+			continue
+		}
 		if err := writeResetOutcomes(ctx, pc, tps, resetOutcomeRecord{V: resetRecordVersion, ID: id, State: resetAccepted}, r.Until.Add(resetAcceptSlack)); err != nil {
 			d.logger.WarnContext(ctx, "a reset request of another instance was not taken", "id", id, "err", err)
 			answerResetRequest(m, pc, id, tps, nil, fmt.Errorf("%w: the instance holding the group took the reset too late and did not apply it; try again", ErrBusy))
@@ -263,6 +300,18 @@ func (f *follower) takeResetRequests(ctx context.Context, d *drain) bool {
 		took = true
 	}
 	return took
+}
+
+// resetTaken reports whether the reset request id was taken before, by
+// any follower of any instance, this process or one before a restart: one
+// of its partitions holds an outcome of it (accepted, applied or failed).
+func resetTaken(ctx context.Context, pc PartitionControl, tps []TopicPartition, id string) (bool, error) {
+	recs, err := pc.PartitionRecords(ctx, ControlSlotResetOutcome, tps)
+	if err != nil {
+		return false, err
+	}
+	outcomes, _ := resetOutcomes(recs, tps, id)
+	return len(outcomes) > 0, nil
 }
 
 // holdsAll reports whether assigned holds every partition of tps.
