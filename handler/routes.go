@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -277,14 +278,20 @@ func statusURLFor(catchUpURL, id string) string {
 
 // statusBody is the JSON of GET /api/status.
 type statusBody struct {
-	Time     time.Time              `json:"time"`
-	OK       bool                   `json:"ok"`
-	Reason   string                 `json:"reason,omitempty"`
-	Problems []config.Problem       `json:"problems"`
-	Health   *mirror.Health         `json:"health,omitempty"`
-	Config   map[string]string      `json:"config"`
-	Lag      *mirror.LagReport      `json:"lag,omitempty"`
-	LagError string                 `json:"lag_error,omitempty"`
+	Time     time.Time         `json:"time"`
+	OK       bool              `json:"ok"`
+	Reason   string            `json:"reason,omitempty"`
+	Problems []config.Problem  `json:"problems"`
+	Health   *mirror.Health    `json:"health,omitempty"`
+	Config   map[string]string `json:"config"`
+	Lag      *mirror.LagReport `json:"lag,omitempty"`
+	LagError string            `json:"lag_error,omitempty"`
+	// LastLag is, when the lag cannot be read, the last lag this instance
+	// read, with its time.
+	LastLag *mirror.LagReport `json:"last_lag,omitempty"`
+	// History is the lag and delivered rate over the last hour, as this
+	// instance read them.
+	History  []mirror.HistoryPoint  `json:"history"`
 	CatchUp  *mirror.CatchUpStatus  `json:"catch_up,omitempty"`
 	Run      *mirror.CatchUpStatus  `json:"run,omitempty"`
 	CatchUps []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
@@ -335,12 +342,22 @@ func (a *app) status(c echo.Context) error {
 	ready := <-readyCh
 	body.Readiness = &ready
 	body.Lag = lag
+	m := a.service.Mirror()
 	health := a.service.Health(lag)
+	known := lag
 	if lag != nil {
 		// Drains of other instances publish their live outages: a failing
 		// drain turns every instance's status red within seconds.
-		health.Add(a.service.Mirror().PeerProblems(c.Request().Context(), lag.TopicPartitions())...)
+		health.Add(m.PeerProblems(c.Request().Context(), lag.TopicPartitions())...)
+	} else {
+		known = m.LastLag()
+		body.LastLag = known
+		health.Add(mirror.Problem{Kind: mirror.KindKafka, Partition: -1, Since: body.Time, Run: "status",
+			Cause: mirror.NetworkCause(err), Error: err.Error(), Message: "cannot read the group's lag: " + err.Error()})
 	}
+	// A readiness failure that blocks every hub or every broker is a
+	// problem at once, before a drain fails on it.
+	health.Add(newPlaces(health.Problems, ready.Problems())...)
 	a.certificateHealth(&health, body.Time)
 	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
 		health.Add(*p)
@@ -348,11 +365,13 @@ func (a *app) status(c echo.Context) error {
 	if p := mirror.PauseProblem(lag, a.settings.MaxPauseAge, body.Time); p != nil {
 		health.Add(*p)
 	}
+	a.service.Describe(&health, describeContext(m.Endpoints(), known, body.Time))
 	body.Health = &health
-	body.Running = a.service.Mirror().Running()
-	body.Throughput = a.service.Mirror().Throughput()
-	if lag != nil {
-		b := mirror.NewBacklog(lag, body.Throughput)
+	body.Running = m.Running()
+	body.Throughput = m.Throughput()
+	body.History = m.History()
+	if known != nil {
+		b := mirror.NewBacklog(known, body.Throughput, body.History, health.Failing())
 		body.Backlog = &b
 	}
 	if sched, err := ncrontab.Parse(a.settings.Schedule); err == nil {
@@ -374,15 +393,7 @@ func (a *app) status(c echo.Context) error {
 		body.Deduplication = lastDeduplication(reports)
 	}
 	body.OK = err == nil && health.OK
-	switch {
-	case err != nil:
-		body.Reason = "cannot read the group's lag: " + strings.ReplaceAll(err.Error(), "\n", "; ")
-		if !ready.OK {
-			body.Reason += "; " + ready.Summary
-		}
-	case !health.OK:
-		body.Reason = health.Reason
-	}
+	body.Reason = health.Reason
 	// 503 only when the status itself is incomplete (lag unreadable); a
 	// known problem is ok:false with the reason in a 200, so that callers
 	// polling a catch-up run or the lag still get the figures.
@@ -391,6 +402,34 @@ func (a *app) status(c echo.Context) error {
 		status = http.StatusServiceUnavailable
 	}
 	return a.respondStatus(c, req, status, body)
+}
+
+// newPlaces returns the problems of add whose kind and place no problem
+// of have names already.
+func newPlaces(have, add []mirror.Problem) []mirror.Problem {
+	var out []mirror.Problem
+	for _, p := range add {
+		if !slices.ContainsFunc(have, func(h mirror.Problem) bool { return h.Kind == p.Kind && h.Hub == p.Hub && h.Topic == p.Topic }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// describeContext is what the headlines say besides the causes: the
+// endpoints, the hubs of the mirrored topics, and the backlog as last
+// known (lag, nil when never read).
+func describeContext(e mirror.Endpoints, lag *mirror.LagReport, now time.Time) mirror.Context {
+	c := mirror.Context{Endpoints: e, Now: now}
+	if lag == nil {
+		return c
+	}
+	hubs := map[string]bool{}
+	for _, p := range lag.Partitions {
+		hubs[p.Hub] = true
+	}
+	c.Hubs, c.Waiting, c.Oldest, c.LagAt = len(hubs), lag.Unpaused(), lag.BehindBy, lag.Time
+	return c
 }
 
 // wantsHTML reports whether a status request asks for the HTML page:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -447,3 +448,12 @@ func (s *Source) leaveGroup(ctx context.Context, memberID string) error {
 // principal, the newest token's expiry and the newest failure to obtain
 // one. It never holds a token or secret.
 func (s *Source) Auth() AuthStatus { return s.auth.status() }
+
+// CommittedMetadata returns the group's committed offsets with the
+// metadata stored beside them, in one request.
+func (s *Source) CommittedMetadata(ctx context.Context, tps []mirror.TopicPartition) (map[mirror.TopicPartition]int64, map[mirror.TopicPartition]string, error) {
+	return s.committed(ctx, tps)
+}
+
+// Brokers returns the bootstrap brokers (KAFKA_BROKERS).
+func (s *Source) Brokers() []string { return slices.Clone(s.opts.Brokers) }

@@ -146,7 +146,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		topics:    topics,
 		mirrored:  mirrored,
 		released:  make(map[TopicPartition]bool),
-		live:      newLiveDrain(),
+		live:      newLiveDrain(m.live.recover),
 		win:       win,
 		clock:     newReadClock(),
 	}

@@ -17,21 +17,21 @@ func TestHealthLastOutcome(t *testing.T) {
 		h.observe(&Report{Run: "timer", Started: time.Now(), Stopped: StopCaughtUp, Partitions: ps})
 	}
 	drain(part(10, 0, 10))
-	if s := h.snapshot(nil); !s.OK {
+	if s := h.snapshot(nil, nil); !s.OK {
 		t.Fatalf("healthy drain: %+v", s)
 	}
 	// Lag that does not move for StallDrains drains is a problem.
 	for range StallDrains {
-		if s := h.snapshot(nil); !s.OK {
+		if s := h.snapshot(nil, nil); !s.OK {
 			t.Fatalf("stalled too early: %+v", s)
 		}
 		drain(part(10, 5, 0))
 	}
-	if s := h.snapshot(nil); s.OK || s.Problems[0].Kind != KindStalled || !strings.Contains(s.Reason, "t/0 -> h: stalled") {
+	if s := h.snapshot(nil, nil); s.OK || s.Problems[0].Kind != KindStalled || !strings.HasPrefix(s.Reason, "stalled on 1 partition (lag 5") {
 		t.Fatalf("stall not reported: %+v", s)
 	}
 	drain(part(15, 0, 5))
-	if s := h.snapshot(nil); !s.OK {
+	if s := h.snapshot(nil, nil); !s.OK {
 		t.Fatalf("progress did not clear the stall: %+v", s)
 	}
 	// A gap, an oversized skip and a throttled partition are reported.
@@ -40,24 +40,24 @@ func TestHealthLastOutcome(t *testing.T) {
 	over := PartitionReport{Topic: "t", Partition: 1, Hub: "h", SkippedOffsets: []int64{7}}
 	thr := PartitionReport{Topic: "u", Partition: 0, Hub: "h2", Error: "gave up", Kind: KindThrottled, LagAfter: 4}
 	drain(gap, over, thr)
-	s := h.snapshot(nil)
+	s := h.snapshot(nil, nil)
 	kinds := []string{}
 	for _, p := range s.Problems {
 		kinds = append(kinds, p.Kind)
 	}
-	if strings.Join(kinds, ",") != "gap,oversized,throttled" || !strings.Contains(s.Reason, "(and 2 more problems)") {
+	if strings.Join(kinds, ",") != "gap,oversized,throttled" || !strings.Contains(s.Reason, "(and 2 more causes)") {
 		t.Fatalf("problems %v, reason %q", kinds, s.Reason)
 	}
 	// A generic error does not hide a problem of a known kind in the reason.
 	generic := PartitionReport{Topic: "a", Partition: 0, Hub: "h0", Error: "context deadline exceeded", Kind: KindError, LagAfter: 1}
 	drain(generic, thr)
-	if s := h.snapshot(nil); s.Problems[0].Kind != KindError || strings.Contains(s.Reason, "context deadline exceeded") {
+	if s := h.snapshot(nil, nil); s.Problems[0].Kind != KindError || strings.Contains(s.Reason, "context deadline exceeded") {
 		t.Fatalf("reason %q names the generic error, want the throttled partition", s.Reason)
 	}
 	// A hub error stays until a partition of that hub is mirrored again.
 	h.observe(&Report{Run: "timer", Stopped: StopNothingToDo, Errors: []string{`topic "x" -> event hub "hx": nope`},
 		HubErrors: []HubError{{Topic: "x", Hub: "hx", Kind: KindHubMissing, Error: "nope"}}})
-	if s := h.snapshot(nil); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
+	if s := h.snapshot(nil, nil); s.OK || s.Problems[0].Hub != "hx" || s.Problems[0].Kind != KindHubMissing {
 		t.Fatalf("hub problem: %+v", s)
 	}
 }
@@ -83,11 +83,11 @@ func TestPartitionKind(t *testing.T) {
 func TestKafkaProblemClearsWhenKafkaAnswers(t *testing.T) {
 	h := newHealthTracker()
 	h.observe(&Report{Run: "timer", Started: time.Now(), Stopped: StopFailed, Errors: []string{"listing Kafka topics: dial tcp 127.0.0.1:9092: connect: connection refused"}})
-	if s := h.snapshot(nil); s.OK || s.Problems[0].Kind != KindKafka {
+	if s := h.snapshot(nil, nil); s.OK || s.Problems[0].Kind != KindKafka {
 		t.Fatalf("Kafka down: %+v", s)
 	}
 	h.kafkaAnswered()
-	if s := h.snapshot(nil); !s.OK {
+	if s := h.snapshot(nil, nil); !s.OK {
 		t.Fatalf("still not OK after Kafka answered: %+v", s)
 	}
 }
@@ -99,19 +99,19 @@ func TestOutagesAreProblems(t *testing.T) {
 	h := newHealthTracker()
 	now := time.Now()
 	old := Outage{Kind: KindError, Hub: "h", HubPartition: "0", Since: now.Add(-2 * LiveFailureAfter), Last: now, Attempts: 20, Error: "refused"}
-	s := h.snapshot([]RunningDrain{{Run: "timer", Outages: []Outage{old}}})
+	s := h.snapshot([]RunningDrain{{Run: "timer", Outages: []Outage{old}}}, nil)
 	if s.OK || !strings.Contains(s.Reason, "sends to event hub h partition 0 failing for") {
 		t.Fatalf("ongoing outage: %+v", s)
 	}
 	part := PartitionReport{Topic: "t", Partition: 0, Hub: "h", LagAfter: 3}
 	h.observe(&Report{Run: "timer", Started: now, Stopped: StopFollowed, Outages: []Outage{old}, Partitions: []PartitionReport{part}})
-	if s := h.snapshot(nil); s.OK {
+	if s := h.snapshot(nil, nil); s.OK {
 		t.Fatal("an outage still going on at the drain's end is not a problem")
 	}
 	ended := old
 	ended.Until = now
 	h.observe(&Report{Run: "timer", Started: now, Stopped: StopCaughtUp, Outages: []Outage{ended}, Partitions: []PartitionReport{part}})
-	if s := h.snapshot(nil); !s.OK {
+	if s := h.snapshot(nil, nil); !s.OK {
 		t.Fatalf("an outage that ended is still a problem: %+v", s)
 	}
 }

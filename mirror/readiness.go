@@ -84,9 +84,55 @@ func (m *Mirror) Readiness(ctx context.Context) Readiness {
 	}
 	wg.Wait()
 	r.OK = !slices.ContainsFunc(r.Kafka, func(e Endpoint) bool { return !e.OK }) && !slices.ContainsFunc(r.EventHubs, func(e Endpoint) bool { return !e.OK })
-	r.Summary = "kafka: " + endpointsLine(r.Kafka, "broker", "answer") + "; event hubs: " + endpointsLine(r.EventHubs, "hub", "accept the credentials")
+	brokers, listing := r.brokers()
+	r.Summary = "kafka: " + endpointsLine(brokers, "broker", "answer")
+	for _, e := range listing {
+		r.Summary += ", topics not listed (" + strings.ReplaceAll(e.Error, "\n", "; ") + ")"
+	}
+	r.Summary += "; event hubs: " + endpointsLine(r.EventHubs, "hub", "accept the credentials")
 	r.Summary = strings.ReplaceAll(strings.ReplaceAll(r.Summary, "of 1 broker answer", "of 1 broker answers"), "of 1 hub accept", "of 1 hub accepts")
 	return r
+}
+
+// brokers splits r.Kafka into the bootstrap brokers and the topic listing.
+func (r Readiness) brokers() (brokers, listing []Endpoint) {
+	for _, e := range r.Kafka {
+		if e.Name == "topics" && e.Cause == KindKafka {
+			listing = append(listing, e)
+		} else {
+			brokers = append(brokers, e)
+		}
+	}
+	return brokers, listing
+}
+
+// brokerCauses maps a broker probe's cause to a network cause.
+var brokerCauses = map[string]string{"dns": CauseDNS, "refused": CauseRefused, "no answer": CauseTimeout, "tls": CauseTLS}
+
+// Problems returns what the readiness check found that blocks everything,
+// as problems, at once and before any drain fails: every bootstrap broker
+// failing (Kafka), or every hub refusing the app (a wrong key, a namespace
+// that cannot be reached). A failure of some brokers or some hubs only is
+// left to the drains, which say which records it holds up.
+func (r Readiness) Problems() []Problem {
+	var out []Problem
+	brokers, _ := r.brokers()
+	if len(brokers) > 0 && !slices.ContainsFunc(brokers, func(e Endpoint) bool { return e.OK }) {
+		p := Problem{Kind: KindKafka, Partition: -1, Since: r.Time, Run: "readiness", Cause: brokerCauses[brokers[0].Cause], Error: brokers[0].Error,
+			Message: "no bootstrap broker answers: " + endpointsLine(brokers, "broker", "answer")}
+		out = append(out, p)
+	}
+	if len(r.EventHubs) > 0 && !slices.ContainsFunc(r.EventHubs, func(e Endpoint) bool { return e.OK }) {
+		for _, e := range r.EventHubs {
+			kind := e.Cause
+			if kind == KindError || kind == "" {
+				kind = KindEventHubs
+			}
+			out = append(out, Problem{Kind: kind, Hub: e.Name, Partition: -1, Since: r.Time, Run: "readiness", Cause: textCause(e.Error), Error: e.Error,
+				Message: "readiness: " + strings.ReplaceAll(e.Error, "\n", "; ")})
+		}
+	}
+	return out
 }
 
 // endpointsLine is "3 of 3 brokers answer" or "1 of 2 brokers answer
