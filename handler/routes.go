@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -330,48 +329,24 @@ func (a *app) status(c echo.Context) error {
 		body.Reason = a.problemLines()[0]
 		return a.respondStatus(c, req, http.StatusServiceUnavailable, body, a.problemLines()...)
 	}
-	readyCh := make(chan mirror.Readiness, 1)
-	go func() { readyCh <- a.readiness(c.Request().Context()) }()
-	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
+	ob := a.observe(c.Request().Context(), body.Time)
+	err = ob.lagErr
 	if err != nil {
 		body.LagError = err.Error()
+		body.LastLag = ob.known
 	}
 	if auth := a.source.Auth(); auth.Mechanism != "" {
 		body.KafkaAuth = &auth
 	}
-	ready := <-readyCh
-	body.Readiness = &ready
-	body.Lag = lag
-	m := a.service.Mirror()
-	health := a.service.Health(lag)
-	known := lag
-	if lag != nil {
-		// Drains of other instances publish their live outages: a failing
-		// drain turns every instance's status red within seconds.
-		health.Add(m.PeerProblems(c.Request().Context(), lag.TopicPartitions())...)
-	} else {
-		known = m.LastLag()
-		body.LastLag = known
-		health.Add(mirror.Problem{Kind: mirror.KindKafka, Partition: -1, Since: body.Time, Run: "status",
-			Cause: mirror.NetworkCause(err), Error: err.Error(), Message: "cannot read the group's lag: " + err.Error()})
-	}
-	// A readiness failure that blocks every hub or every broker is a
-	// problem at once, before a drain fails on it.
-	health.Add(newPlaces(health.Problems, ready.Problems())...)
-	a.certificateHealth(&health, body.Time)
-	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
-		health.Add(*p)
-	}
-	if p := mirror.PauseProblem(lag, a.settings.MaxPauseAge, body.Time); p != nil {
-		health.Add(*p)
-	}
-	a.service.Describe(&health, describeContext(m.Endpoints(), known, body.Time))
+	body.Readiness = &ob.ready
+	body.Lag = ob.lag
+	health, m := ob.health, a.service.Mirror()
 	body.Health = &health
 	body.Running = m.Running()
 	body.Throughput = m.Throughput()
 	body.History = m.History()
-	if known != nil {
-		b := mirror.NewBacklog(known, body.Throughput, body.History, health.Failing())
+	if ob.known != nil {
+		b := mirror.NewBacklog(ob.known, body.Throughput, body.History, health.Failing())
 		body.Backlog = &b
 	}
 	if sched, err := ncrontab.Parse(a.settings.Schedule); err == nil {
@@ -404,34 +379,6 @@ func (a *app) status(c echo.Context) error {
 	return a.respondStatus(c, req, status, body)
 }
 
-// newPlaces returns the problems of add whose kind and place no problem
-// of have names already.
-func newPlaces(have, add []mirror.Problem) []mirror.Problem {
-	var out []mirror.Problem
-	for _, p := range add {
-		if !slices.ContainsFunc(have, func(h mirror.Problem) bool { return h.Kind == p.Kind && h.Hub == p.Hub && h.Topic == p.Topic }) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// describeContext is what the headlines say besides the causes: the
-// endpoints, the hubs of the mirrored topics, and the backlog as last
-// known (lag, nil when never read).
-func describeContext(e mirror.Endpoints, lag *mirror.LagReport, now time.Time) mirror.Context {
-	c := mirror.Context{Endpoints: e, Now: now}
-	if lag == nil {
-		return c
-	}
-	hubs := map[string]bool{}
-	for _, p := range lag.Partitions {
-		hubs[p.Hub] = true
-	}
-	c.Hubs, c.Waiting, c.Oldest, c.LagAt = len(hubs), lag.Unpaused(), lag.BehindBy, lag.Time
-	return c
-}
-
 // wantsHTML reports whether a status request asks for the HTML page:
 // ?format=html, or an Accept header that names text/html (as browsers do).
 func wantsHTML(req functions.HTTPRequest) bool {
@@ -461,7 +408,7 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 	if !wantsHTML(req) {
 		return a.respondHTTP(c, status, body, logs...)
 	}
-	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
+	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError, LastLag: body.LastLag, History: body.History,
 		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config,
 		Backlog: body.Backlog, Throughput: &body.Throughput, Running: body.Running, NextTick: body.NextTick, Readiness: body.Readiness}
 	if au := body.KafkaAuth; au != nil {

@@ -352,7 +352,9 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		if !busy {
 			// Throttling at the namespace's quota is progress at the
 			// quota, not an outage (the report counts it).
-			where.Kind = errorKind(err)
+			if where.Kind = errorKind(err); where.Kind == KindError {
+				where.Kind = KindEventHubs // Event Hubs cannot be reached or fails the sends
+			}
 			s.d.live.failed(where, err)
 		}
 		switch {
