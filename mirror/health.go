@@ -161,7 +161,7 @@ func (h *healthTracker) observe(rep *Report) {
 	// Hubs: a hub error sets the problem, a partition of the hub mirrored
 	// without error clears it.
 	for _, he := range rep.HubErrors {
-		h.hubs[he.Hub] = keepSince(h.hubs[he.Hub], Problem{Kind: he.Kind, Hub: he.Hub, Partition: -1, Message: he.Error, Since: now, Run: rep.Run})
+		h.hubs[he.Hub] = keepSince(h.hubs[he.Hub], Problem{Kind: he.Kind, Hub: he.Hub, Partition: -1, Message: he.Error, Since: now, Run: rep.Run, Cause: textCause(he.Error), Error: he.Error})
 	}
 	for _, p := range rep.Partitions {
 		if p.Error == "" && !p.Busy && h.hubs[p.Hub] != nil && !slices.ContainsFunc(rep.HubErrors, func(he HubError) bool { return he.Hub == p.Hub }) {

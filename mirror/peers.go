@@ -205,6 +205,7 @@ func peerProblems(recs map[TopicPartition]string, self string, now time.Time) []
 		for _, o := range r.Outages {
 			p := outageProblem(o, r.Run, now)
 			p.Message += seen
+			p.Error += seen
 			if prev, ok := byPlace[o.key()]; !ok || prev.Since.After(p.Since) {
 				byPlace[o.key()] = p
 			}

@@ -78,7 +78,7 @@ func (m *Mirror) Readiness(ctx context.Context) Readiness {
 			defer func() { <-limit }()
 			r.EventHubs[i] = Endpoint{Name: name, OK: true}
 			if _, err := m.sink.Hub(ctx, name); err != nil {
-				r.EventHubs[i] = Endpoint{Name: name, Cause: errorKind(err), Error: err.Error()}
+				r.EventHubs[i] = Endpoint{Name: name, Cause: eventHubsKind(err), Error: err.Error()}
 			}
 		}()
 	}
@@ -124,11 +124,7 @@ func (r Readiness) Problems() []Problem {
 	}
 	if len(r.EventHubs) > 0 && !slices.ContainsFunc(r.EventHubs, func(e Endpoint) bool { return e.OK }) {
 		for _, e := range r.EventHubs {
-			kind := e.Cause
-			if kind == KindError || kind == "" {
-				kind = KindEventHubs
-			}
-			out = append(out, Problem{Kind: kind, Hub: e.Name, Partition: -1, Since: r.Time, Run: "readiness", Cause: textCause(e.Error), Error: e.Error,
+			out = append(out, Problem{Kind: e.Cause, Hub: e.Name, Partition: -1, Since: r.Time, Run: "readiness", Cause: textCause(e.Error), Error: e.Error,
 				Message: "readiness: " + strings.ReplaceAll(e.Error, "\n", "; ")})
 		}
 	}

@@ -71,6 +71,15 @@ func textCause(s string) string {
 	return ""
 }
 
+// eventHubsKind classifies an error of Event Hubs: a known kind
+// (unauthorized, hub missing, ...), else KindEventHubs.
+func eventHubsKind(err error) string {
+	if k := errorKind(err); k != KindError {
+		return k
+	}
+	return KindEventHubs
+}
+
 // Endpoints name the services the mirror talks to, for the headlines: the
 // Event Hubs namespace's host and the Kafka bootstrap brokers.
 type Endpoints struct {
@@ -212,6 +221,30 @@ func (m *causeMemory) stabilize(cs []Cause) {
 	}
 }
 
+// networkMarkers start the part of an error's text that says why a
+// service could not be reached, after the place-specific wrapping ("new
+// batch for "t" partition 1: ").
+var networkMarkers = []string{"dial tcp", "dial udp", "lookup ", "read tcp", "write tcp", "tls:", "x509:", "i/o timeout", "connection reset", "connection refused", "EOF"}
+
+// rootText is an error's text without the wrapping that names one place,
+// when it says why a service could not be reached: the same refusal on 20
+// hub partitions is one text.
+func rootText(e string) string {
+	if textCause(e) == "" {
+		return e
+	}
+	cut := -1
+	for _, m := range networkMarkers {
+		if i := strings.Index(e, m); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut <= 0 {
+		return e
+	}
+	return e[cut:]
+}
+
 // distinctErrors returns the problems' error texts, each once, in order.
 func distinctErrors(ps []Problem) []string {
 	var out []string
@@ -220,7 +253,7 @@ func distinctErrors(ps []Problem) []string {
 		if e == "" {
 			e = p.Message
 		}
-		e = strings.ReplaceAll(e, "\n", "; ")
+		e = rootText(strings.ReplaceAll(e, "\n", "; "))
 		if !slices.Contains(out, e) {
 			out = append(out, e)
 		}

@@ -352,9 +352,7 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		if !busy {
 			// Throttling at the namespace's quota is progress at the
 			// quota, not an outage (the report counts it).
-			if where.Kind = errorKind(err); where.Kind == KindError {
-				where.Kind = KindEventHubs // Event Hubs cannot be reached or fails the sends
-			}
+			where.Kind = eventHubsKind(err)
 			s.d.live.failed(where, err)
 		}
 		switch {
