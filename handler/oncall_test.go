@@ -328,7 +328,13 @@ func TestOnCallKafkaRefusedThenBack(t *testing.T) {
 	if !strings.Contains(dom, `<p id="lag-stale" class="stale">Kafka cannot be read now: the last lag known, as of `) || strings.Count(dom, `<tr class="part`) != 20 {
 		t.Errorf("the page does not keep the last lag table with its time")
 	}
-	if metric(t, metricsURL, "ehmirror_up") != 0 || metric(t, metricsURL, "ehmirror_ok") != 0 || metric(t, metricsURL, `ehmirror_problems{kind="kafka"}`) < 1 {
+	// A reading serves the gauges for up to 10 s.
+	for deadline := time.Now().Add(15 * time.Second); metric(t, metricsURL, "ehmirror_up") != 0; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatal("ehmirror_up stayed 1 with Kafka down")
+		}
+	}
+	if metric(t, metricsURL, "ehmirror_ok") != 0 || metric(t, metricsURL, `ehmirror_problems{kind="kafka"}`) < 1 {
 		t.Error("the metrics do not show Kafka down")
 	}
 	if n := len(metricValues(t, metricsURL, "ehmirror_lag{")); n != 20 {
@@ -343,6 +349,7 @@ func TestOnCallKafkaRefusedThenBack(t *testing.T) {
 	waitStatus(t, statusURL, true, 90*time.Second, "the status stayed not OK after Kafka came back")
 	_, st, raw = call(t, "GET", statusURL, "")
 	for _, d := range st["last_drains"].([]any) {
+		t.Logf("drain stopped: %v", d.(map[string]any)["stopped"])
 		if stopped := d.(map[string]any)["stopped"]; stopped == "group rebalanced" {
 			t.Errorf("a drain of the Kafka outage is labelled %q: %s", stopped, raw)
 		}

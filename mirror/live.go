@@ -251,6 +251,7 @@ func newLiveTracker() *liveTracker {
 func (t *liveTracker) start(d *drain, deadline time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sampleLocked(time.Now()) // the rate's base before the drain's first record
 	t.running[d] = deadline
 }
 
