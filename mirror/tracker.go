@@ -55,9 +55,9 @@ type partitionState struct {
 	// (commit metadata "ack"), carried into this drain's commits.
 	lastAck  time.Time
 	priorAck time.Time
-	skipped []int64
-	first   int64
-	last    int64
+	skipped  []int64
+	first    int64
+	last     int64
 	// sentMax is the highest offset whose event was part of a send, -1
 	// if none; tracked with deduplication on.
 	sentMax int64
