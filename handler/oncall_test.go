@@ -318,6 +318,9 @@ func TestOnCallKafkaRefusedThenBack(t *testing.T) {
 	if reason := fmt.Sprint(st["reason"]); !strings.HasPrefix(reason, "Kafka `") || !strings.Contains(reason, "unreachable (connection refused)") {
 		t.Errorf("reason %q: want the Kafka headline", reason)
 	}
+	if ready, _ := st["readiness"].(map[string]any); !strings.HasPrefix(fmt.Sprint(ready["summary"]), "kafka: 0 of 1 broker answers") {
+		t.Errorf("readiness %v: want 0 of the 1 broker configured", ready["summary"])
+	}
 	if strings.Contains(raw, "sends or fetches keep failing") {
 		t.Error("a Kafka outage gets the generic advice")
 	}
