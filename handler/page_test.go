@@ -65,7 +65,7 @@ func (w *world) createTopic(t *testing.T, name string, partitions int32) {
 // the real handler under the local host, in headless chromium: the page
 // renders, shows the lag the JSON shows, marks problems, and holds no
 // secret. With EHMIRROR_SCREENSHOT=path it also writes a screenshot there
-// (docs/status-page.png was made so).
+// (docs/status-page.png is the outage test's: make status-page-png).
 func TestStatusPageInBrowser(t *testing.T) {
 	bin := browser(t)
 	app := buildApp(t)

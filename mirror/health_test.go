@@ -94,7 +94,8 @@ func TestKafkaProblemClearsWhenKafkaAnswers(t *testing.T) {
 
 // A running drain's failure is a problem once it lasted LiveFailureAfter,
 // and one still going on when a drain ended stays a problem until a later
-// drain with partitions ends without it.
+// drain with partitions ends without it, or until a running drain's sends
+// (or fetches) at its place are acknowledged again.
 func TestOutagesAreProblems(t *testing.T) {
 	h := newHealthTracker()
 	now := time.Now()
@@ -108,6 +109,18 @@ func TestOutagesAreProblems(t *testing.T) {
 	if s := h.snapshot(nil, nil); s.OK {
 		t.Fatal("an outage still going on at the drain's end is not a problem")
 	}
+	// A running drain's sends there acknowledged again before that outage's
+	// last attempt do not clear it; after it, they do, at once.
+	lt := newLiveTracker()
+	lt.recover(old.key(), now.Add(-time.Second))
+	if s := h.snapshot(nil, lt.recoveredAfter); s.OK {
+		t.Fatal("a success before the outage's last attempt cleared it")
+	}
+	lt.recover(old.key(), now.Add(time.Second))
+	if s := h.snapshot(nil, lt.recoveredAfter); !s.OK {
+		t.Fatalf("the outage stays a problem after its sends were acknowledged again: %+v", s)
+	}
+	h.observe(&Report{Run: "timer", Started: now, Stopped: StopFollowed, Outages: []Outage{old}, Partitions: []PartitionReport{part}})
 	ended := old
 	ended.Until = now
 	h.observe(&Report{Run: "timer", Started: now, Stopped: StopCaughtUp, Outages: []Outage{ended}, Partitions: []PartitionReport{part}})
@@ -135,5 +148,27 @@ func TestCatchUpKafkaErrorClearsWhenKafkaAnswers(t *testing.T) {
 	}
 	if st, _ := s.CatchUp("b"); st.LastError != "unauthorized" {
 		t.Errorf("an error that is not Kafka's was cleared: %+v", st)
+	}
+}
+
+// The history keeps one point per HistoryStep over HistorySpan, the newest
+// following the reads, with the delivered and committed rates between
+// points.
+func TestHistoryRing(t *testing.T) {
+	var h history
+	t0 := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	for i := range 200 { // 100 min, a read every 30 s
+		h.add(t0.Add(time.Duration(i)*HistoryStep), int64(1000-i), int64(10*i), int64(20*i))
+		h.add(t0.Add(time.Duration(i)*HistoryStep+time.Second), int64(1000-i), int64(10*i), int64(20*i)) // a second read 1 s later moves the newest point
+	}
+	ps := h.snapshot()
+	if n := len(ps); n < 115 || n > 122 {
+		t.Fatalf("%d points over an hour at one per 30 s", n)
+	}
+	if first, last := ps[0].At, ps[len(ps)-1].At; last.Sub(first) > HistorySpan {
+		t.Errorf("the history spans %s", last.Sub(first))
+	}
+	if p := ps[len(ps)-2]; p.RecordsPerSec < 0.3 || p.RecordsPerSec > 0.4 || p.CommittedPerSec < 0.6 || p.CommittedPerSec > 0.7 {
+		t.Errorf("rates %+v, want 10 and 20 per 30 s", p)
 	}
 }

@@ -38,8 +38,8 @@ type history struct {
 func (h *history) add(at time.Time, lag, records, committed int64) {
 	p := HistoryPoint{At: at, Lag: lag, records: records, committed: committed}
 	n := len(h.points)
-	if n >= 2 && at.Sub(h.points[n-2].At) < HistoryStep {
-		h.points[n-1] = p // the newest point follows the reads
+	if n >= 2 && h.points[n-1].At.Sub(h.points[n-2].At) < HistoryStep {
+		h.points[n-1] = p // the newest point follows the reads until a step old
 	} else {
 		h.points = append(h.points, p)
 	}

@@ -33,6 +33,12 @@ type BrokerProber interface {
 	ProbeBrokers(ctx context.Context) []Endpoint
 }
 
+// hubProber is implemented by sinks that can read a hub from the service
+// itself, bypassing what they cache.
+type hubProber interface {
+	ProbeHub(ctx context.Context, name string) (Hub, error)
+}
+
 // Readiness is whether the app can reach Kafka (each bootstrap broker, and
 // the topic listing) and whether every event hub of the mirrored topics
 // accepts its credentials.
@@ -77,7 +83,11 @@ func (m *Mirror) Readiness(ctx context.Context) Readiness {
 			limit <- struct{}{}
 			defer func() { <-limit }()
 			r.EventHubs[i] = Endpoint{Name: name, OK: true}
-			if _, err := m.sink.Hub(ctx, name); err != nil {
+			probe := m.sink.Hub
+			if p, ok := m.sink.(hubProber); ok {
+				probe = p.ProbeHub
+			}
+			if _, err := probe(ctx, name); err != nil {
 				r.EventHubs[i] = Endpoint{Name: name, Cause: eventHubsKind(err), Error: err.Error()}
 			}
 		}()
