@@ -209,6 +209,9 @@ func TestOnCallEventHubsRefusedThenBack(t *testing.T) {
 	if backlog["not_moving"] != true || backlog["eta_ns"] != nil || !strings.Contains(fmt.Sprint(backlog["summary"]), "not moving") {
 		t.Errorf("backlog while nothing moves: %v", backlog)
 	}
+	if ready, _ := st["readiness"].(map[string]any); strings.Count(fmt.Sprint(ready["summary"]), "connection refused") != 1 {
+		t.Errorf("readiness %q: want the 5 hubs refused with the error text once", ready["summary"])
+	}
 	since := cs[0]["since"]
 
 	// The page: the headline, the remedy, the details folded, each error

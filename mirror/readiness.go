@@ -142,22 +142,33 @@ func (r Readiness) Problems() []Problem {
 }
 
 // endpointsLine is "3 of 3 brokers answer" or "1 of 2 brokers answer
-// (b:9092: refused: …)".
+// (b:9092: refused: …)"; endpoints failing the same way are named
+// together, with the error text once ("(h1, h2, h3: eventhubs: dial tcp
+// …: connection refused)").
 func endpointsLine(es []Endpoint, what, verb string) string {
 	if len(es) == 0 {
 		return "none checked"
 	}
-	var bad []string
+	var order []string
+	names := map[string][]string{}
 	ok := 0
 	for _, e := range es {
 		if e.OK {
 			ok++
-		} else {
-			bad = append(bad, e.String())
+			continue
 		}
+		why := e.Cause + ": " + rootText(strings.ReplaceAll(e.Error, "\n", "; "))
+		if _, seen := names[why]; !seen {
+			order = append(order, why)
+		}
+		names[why] = append(names[why], e.Name)
 	}
 	s := fmt.Sprintf("%d of %s %s", ok, plural(len(es), what), verb)
-	if len(bad) > 0 {
+	if len(order) > 0 {
+		bad := make([]string, len(order))
+		for i, why := range order {
+			bad[i] = strings.Join(names[why], ", ") + ": " + why
+		}
 		s += " (" + strings.Join(bad, "; ") + ")"
 	}
 	return s

@@ -79,7 +79,7 @@ func TestRenderTimeAndCauses(t *testing.T) {
 	page := out.String()
 	for _, want := range []string{
 		`<meta http-equiv="refresh" content="15">`,
-		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `README.md#settings">README</a>`, "since 2026-12-03 06:57:00Z (3 min)",
+		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `README.md#settings">README</a>`, "for 3 min (since 2026-12-03 06:57:00Z)",
 		"3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
 		`behind by <span id="behind-by">3 min 20 s</span>`, "1,000 records/s now, 1,000 records/s, 2.50 MB/s over the last 5 min in this instance", `<polyline class="lag" points="0.0,89.0 300.0,1.0 600.0,1.0"/>`, "next tick 2026-12-03 07:00:30Z",
 		`<table id="running">`, "1,234",
