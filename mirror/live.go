@@ -158,14 +158,9 @@ func (l *liveDrain) outages(now time.Time) []Outage {
 	if l == nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := slices.Clone(l.past)
-	for _, o := range l.failing {
-		if now.Sub(o.Since) >= LiveFailureAfter {
-			out = append(out, *o)
-		}
-	}
+	// The ended ones lasted LiveFailureAfter already (succeeded keeps no
+	// shorter one).
+	out := slices.DeleteFunc(l.attempted(), func(o Outage) bool { return o.Ongoing() && now.Sub(o.Since) < LiveFailureAfter })
 	slices.SortFunc(out, func(a, b Outage) int {
 		if c := a.Since.Compare(b.Since); c != 0 {
 			return c
