@@ -1,7 +1,9 @@
 // Package metrics exports the mirror's figures as OpenTelemetry metrics:
-// per partition lag and backlog age, records and bytes mirrored, the
-// end-to-end latency histogram, drain duration against budget, errors by
-// kind, gaps and oversized records. They go to an OTLP collector when the
+// per partition lag and backlog age (the last known lag, with its age,
+// when Kafka cannot be read), whether the status is up and ok, the
+// problems known by kind, records and bytes mirrored, the end-to-end
+// latency histogram, drain duration against budget, errors by kind, gaps
+// and oversized records. They go to an OTLP collector when the
 // standard OTEL_EXPORTER_OTLP_* variables name one (http/protobuf), and
 // are readable as Prometheus text (GET /api/metrics). Nothing is pushed
 // anywhere when OTLP is not configured.

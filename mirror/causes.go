@@ -173,6 +173,8 @@ func (p Problem) where() string {
 		return p.Hub
 	case p.Kind == KindCertificate:
 		return "Kafka client certificate"
+	case p.Run == "readiness" || p.Run == "status":
+		return "the " + p.Run + " check"
 	}
 	return "drain " + p.Run
 }
