@@ -234,6 +234,8 @@ type liveTracker struct {
 	// rate (history.go).
 	lastLag *LagReport
 	history history
+	// ready is the last readiness check (readiness.go).
+	ready *Readiness
 	// delivered is, per partition, when Event Hubs last acknowledged one
 	// of its records in a drain of this process that ended.
 	delivered map[TopicPartition]time.Time

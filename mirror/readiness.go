@@ -55,7 +55,34 @@ type Readiness struct {
 
 // Readiness checks that Kafka answers and that every hub of the mirrored
 // topics accepts the app's credentials.
+//
+// A check that found everything ready serves for ReadinessMaxAge: the
+// status page, a metrics scrape and an alert's probe in quick succession
+// read every hub once. A failing one is checked again each time, so that
+// recovery shows at once.
 func (m *Mirror) Readiness(ctx context.Context) Readiness {
+	t := m.live
+	t.mu.Lock()
+	last := t.ready
+	t.mu.Unlock()
+	if last != nil && time.Since(last.Time) < ReadinessMaxAge {
+		return *last
+	}
+	r := m.readiness(ctx)
+	t.mu.Lock()
+	t.ready = nil
+	if r.OK {
+		t.ready = &r
+	}
+	t.mu.Unlock()
+	return r
+}
+
+// ReadinessMaxAge is how long one readiness check serves.
+const ReadinessMaxAge = 5 * time.Second
+
+// readiness checks the brokers and the hubs now.
+func (m *Mirror) readiness(ctx context.Context) Readiness {
 	r := Readiness{Time: time.Now(), Kafka: []Endpoint{}, EventHubs: []Endpoint{}}
 	if p, ok := m.source.(BrokerProber); ok {
 		r.Kafka = p.ProbeBrokers(ctx)
