@@ -234,8 +234,9 @@ type liveTracker struct {
 	// rate (history.go).
 	lastLag *LagReport
 	history history
-	// ready is the last readiness check (readiness.go).
-	ready *Readiness
+	// readyHubs is the last readiness check that found every hub
+	// accepting the app (readiness.go).
+	readyHubs *Readiness
 	// delivered is, per partition, when Event Hubs last acknowledged one
 	// of its records in a drain of this process that ended.
 	delivered map[TopicPartition]time.Time

@@ -56,34 +56,38 @@ type Readiness struct {
 // Readiness checks that Kafka answers and that every hub of the mirrored
 // topics accepts the app's credentials.
 //
-// A check that found everything ready serves for ReadinessMaxAge: the
-// status page, a metrics scrape and an alert's probe in quick succession
-// read every hub once. A failing one is checked again each time, so that
-// recovery shows at once.
+// The hubs' check, when every hub accepted the app, serves for
+// ReadinessMaxAge: the status page, a metrics scrape and an alert's probe
+// in quick succession read every hub once. The brokers are checked each
+// time, and so are the hubs after a failure, so that a change shows at once.
 func (m *Mirror) Readiness(ctx context.Context) Readiness {
 	t := m.live
 	t.mu.Lock()
-	last := t.ready
+	hubs := t.readyHubs
 	t.mu.Unlock()
-	if last != nil && time.Since(last.Time) < ReadinessMaxAge {
-		return *last
+	if hubs != nil && time.Since(hubs.Time) >= ReadinessMaxAge {
+		hubs = nil
 	}
-	r := m.readiness(ctx)
-	t.mu.Lock()
-	t.ready = nil
-	if r.OK {
-		t.ready = &r
+	r, reused := m.readiness(ctx, hubs)
+	if !reused {
+		t.mu.Lock()
+		t.readyHubs = nil
+		if !slices.ContainsFunc(r.EventHubs, func(e Endpoint) bool { return !e.OK }) {
+			t.readyHubs = &r // serves from r.Time on
+		}
+		t.mu.Unlock()
 	}
-	t.mu.Unlock()
 	return r
 }
 
-// ReadinessMaxAge is how long one readiness check serves.
+// ReadinessMaxAge is how long a check that found every hub accepting the
+// app serves.
 const ReadinessMaxAge = 5 * time.Second
 
-// readiness checks the brokers and the hubs now.
-func (m *Mirror) readiness(ctx context.Context) Readiness {
-	r := Readiness{Time: time.Now(), Kafka: []Endpoint{}, EventHubs: []Endpoint{}}
+// readiness checks the brokers now, and the hubs unless reuse holds a check
+// of the same hubs (then reused is true).
+func (m *Mirror) readiness(ctx context.Context, reuse *Readiness) (r Readiness, reused bool) {
+	r = Readiness{Time: time.Now(), Kafka: []Endpoint{}, EventHubs: []Endpoint{}}
 	if p, ok := m.source.(BrokerProber); ok {
 		r.Kafka = p.ProbeBrokers(ctx)
 	}
@@ -101,6 +105,10 @@ func (m *Mirror) readiness(ctx context.Context) Readiness {
 	}
 	slices.Sort(hubs)
 	r.EventHubs = make([]Endpoint, len(hubs))
+	if reuse != nil && slices.EqualFunc(reuse.EventHubs, hubs, func(e Endpoint, name string) bool { return e.Name == name }) {
+		copy(r.EventHubs, reuse.EventHubs)
+		hubs, reused = nil, true
+	}
 	var wg sync.WaitGroup
 	limit := make(chan struct{}, 8)
 	for i, name := range hubs {
@@ -128,7 +136,7 @@ func (m *Mirror) readiness(ctx context.Context) Readiness {
 	}
 	r.Summary += "; event hubs: " + endpointsLine(r.EventHubs, "hub", "accept the credentials")
 	r.Summary = strings.ReplaceAll(strings.ReplaceAll(r.Summary, "of 1 broker answer", "of 1 broker answers"), "of 1 hub accept", "of 1 hub accepts")
-	return r
+	return r, reused
 }
 
 // brokers splits r.Kafka into the bootstrap brokers and the topic listing.
