@@ -52,7 +52,7 @@ func (a *app) observe(ctx context.Context, now time.Time) observation {
 	if p := mirror.PauseProblem(ob.lag, a.settings.MaxPauseAge, now); p != nil {
 		ob.health.Add(*p)
 	}
-	a.service.Describe(&ob.health, describeContext(m.Endpoints(), ob.known, now))
+	a.service.Describe(&ob.health, surroundings(m.Endpoints(), ob.known, now))
 	return ob
 }
 
@@ -76,11 +76,11 @@ func newPlaces(have, add []mirror.Problem) []mirror.Problem {
 	return out
 }
 
-// describeContext is what the headlines say besides the causes: the
+// surroundings are what the headlines say besides the causes: the
 // endpoints, the hubs of the mirrored topics, and the backlog as last
 // known (lag, nil when never read).
-func describeContext(e mirror.Endpoints, lag *mirror.LagReport, now time.Time) mirror.Context {
-	c := mirror.Context{Endpoints: e, Now: now}
+func surroundings(e mirror.Endpoints, lag *mirror.LagReport, now time.Time) mirror.Surroundings {
+	c := mirror.Surroundings{Endpoints: e, Now: now}
 	if lag == nil {
 		return c
 	}

@@ -330,7 +330,7 @@ func reasonOf(causes []Cause) string {
 	if len(causes) == 0 {
 		return ""
 	}
-	reason := strings.ReplaceAll(causes[0].headline(Context{}), "\n", "; ")
+	reason := strings.ReplaceAll(causes[0].headline(Surroundings{}), "\n", "; ")
 	switch n := len(causes) - 1; {
 	case n == 1:
 		reason += " (and 1 more cause)"
@@ -356,7 +356,7 @@ func (h *Health) Add(ps ...Problem) {
 // Describe keeps each cause's Since stable per root cause (its kind: the
 // service, or the refusal) across status requests, then writes the
 // headlines and the reason (see Health.Describe).
-func (s *Service) Describe(h *Health, c Context) {
+func (s *Service) Describe(h *Health, c Surroundings) {
 	s.health.memory.stabilize(h.Causes)
 	h.Describe(c)
 }

@@ -110,9 +110,9 @@ func (m *Mirror) Endpoints() Endpoints {
 	return e
 }
 
-// Context is what a headline says besides the causes: where the services
+// Surroundings are what a headline says besides the causes: where the services
 // are, how many hubs there are, and the backlog as last known.
-type Context struct {
+type Surroundings struct {
 	Endpoints Endpoints
 	// Hubs is how many event hubs the mirrored topics go to.
 	Hubs int
@@ -126,7 +126,7 @@ type Context struct {
 
 // Describe writes each cause's headline and the health's reason (the
 // first cause's headline, with the backlog) from c.
-func (h *Health) Describe(c Context) {
+func (h *Health) Describe(c Surroundings) {
 	for i := range h.Causes {
 		h.Causes[i].Headline = h.Causes[i].headline(c)
 	}
@@ -148,7 +148,7 @@ func (h *Health) Describe(c Context) {
 // headline is the cause in the words an on-call engineer reads first:
 // "Event Hubs `ns.servicebus.windows.net` unreachable (connection refused)
 // on all 5 hubs since 03:02:18Z".
-func (c Cause) headline(ctx Context) string {
+func (c Cause) headline(around Surroundings) string {
 	since := " since " + c.Since.UTC().Format("15:04:05Z")
 	why := ""
 	if c.Network != "" {
@@ -156,7 +156,7 @@ func (c Cause) headline(ctx Context) string {
 	}
 	on := ""
 	switch {
-	case c.Hubs > 0 && c.Hubs >= ctx.Hubs && ctx.Hubs > 1:
+	case c.Hubs > 0 && c.Hubs >= around.Hubs && around.Hubs > 1:
 		on = fmt.Sprintf(" on all %d hubs", c.Hubs)
 	case c.Hubs > 0:
 		on = " on " + plural(c.Hubs, "hub")
@@ -166,8 +166,8 @@ func (c Cause) headline(ctx Context) string {
 	switch c.Kind {
 	case KindEventHubs:
 		name := "Event Hubs"
-		if ctx.Endpoints.EventHubs != "" {
-			name += " `" + ctx.Endpoints.EventHubs + "`"
+		if around.Endpoints.EventHubs != "" {
+			name += " `" + around.Endpoints.EventHubs + "`"
 		}
 		if c.Network == "" {
 			return name + " fails the sends" + on + since + " (" + c.Error + ")"
@@ -175,8 +175,8 @@ func (c Cause) headline(ctx Context) string {
 		return name + " unreachable" + why + on + since
 	case KindKafka:
 		name := "Kafka"
-		if len(ctx.Endpoints.Kafka) > 0 {
-			name += " `" + strings.Join(ctx.Endpoints.Kafka, ",") + "`"
+		if len(around.Endpoints.Kafka) > 0 {
+			name += " `" + strings.Join(around.Endpoints.Kafka, ",") + "`"
 		}
 		if c.Network == "" {
 			return name + " fails" + on + since + " (" + c.Error + ")"
