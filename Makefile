@@ -19,7 +19,7 @@ PORT               ?=
 # deadline exceeded" (golang/go#75804, fixed in go1.27).
 FUZZTIME ?= 100000x
 
-.PHONY: help demo test unit vet fmt-check fuzz infra-test conformance build package start dev-env emulator bench soak deploy clean browser pysdk
+.PHONY: help demo test unit vet fmt-check fuzz infra-test conformance build package start dev-env emulator bench soak deploy clean browser pysdk status-page-png
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ browser: ## headless chromium for the status page test; installed with apt-get w
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then :; \
 	elif [ "$$CI" = "true" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	else echo "the status page test needs a headless browser: apt-get install -y chromium"; fi
+
+status-page-png: browser ## docs/status-page.png: the status page in headless chromium while Event Hubs refuses connections (the outage test's failure state)
+	EHMIRROR_SCREENSHOT=$(CURDIR)/docs/status-page.png $(GO) test -count=1 -run 'TestOnCallEventHubsRefusedThenBack$$' ./handler
 
 pysdk: ## Microsoft's Python Event Hubs SDK (Debian's python3-azure) for the emulator's Python SDK test; installed with apt-get when CI=true and missing
 	@if /usr/bin/python3 -c 'import azure.eventhub, websocket' >/dev/null 2>&1; then :; \

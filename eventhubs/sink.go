@@ -139,6 +139,13 @@ func (s *Sink) Hub(ctx context.Context, name string) (mirror.Hub, error) {
 	if ok && time.Since(c.fetched) < s.opts.HubInfoTTL {
 		return c.hub, nil
 	}
+	return s.ProbeHub(ctx, name)
+}
+
+// ProbeHub reads the hub's properties from the service now, not from the
+// cache (the readiness check: a namespace that went away must not look
+// reachable for HubInfoTTL), and refreshes the cache.
+func (s *Sink) ProbeHub(ctx context.Context, name string) (mirror.Hub, error) {
 	var props azeventhubs.EventHubProperties
 	err := s.read(ctx, name, true, func(p *producer) (err error) {
 		props, err = p.GetEventHubProperties(ctx, nil)

@@ -77,6 +77,7 @@ func newApp(getenv func(string) string, logger *slog.Logger, r *redactor) *app {
 		return a
 	}
 	a.metrics = m
+	m.ReadWith(a.reading)
 	return a
 }
 

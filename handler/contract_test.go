@@ -56,12 +56,25 @@ type world struct {
 	cluster *kfake.Cluster
 	emu     *emulator.Server
 	client  *kgo.Client
+
+	// kafkaOpts and emuConfig start Kafka and Event Hubs again (see
+	// outage_test.go), on the same ports with their data.
+	kafkaOpts []kfake.Opt
+	emuConfig emulator.Config
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, extra ...kfake.Opt) *world {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...),
-		kfake.EnableSASL(), kfake.Superuser("PLAIN", kafkaUser, kafkaPassword))
+	return newWorldOn(t, "127.0.0.1:0", "", extra...)
+}
+
+// newWorldOn is newWorld with Event Hubs listening on listen and keeping
+// its events in dataDir ("" for memory), and more kfake options.
+func newWorldOn(t *testing.T, listen, dataDir string, extra ...kfake.Opt) *world {
+	t.Helper()
+	kopts := append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(4, seedTopics...),
+		kfake.EnableSASL(), kfake.Superuser("PLAIN", kafkaUser, kafkaPassword)}, extra...)
+	cluster, err := kfake.NewCluster(kopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +83,8 @@ func newWorld(t *testing.T) *world {
 	for _, name := range seedTopics {
 		hubs = append(hubs, emulator.HubConfig{Name: name, PartitionCount: 4})
 	}
-	emu, err := emulator.Start(context.Background(), emulator.Config{Listen: "127.0.0.1:0", Key: eventHubsKey, Hubs: hubs})
+	cfg := emulator.Config{Listen: listen, Key: eventHubsKey, Hubs: hubs, DataDir: dataDir}
+	emu, err := emulator.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +95,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.Close)
-	return &world{cluster: cluster, emu: emu, client: client}
+	return &world{cluster: cluster, emu: emu, client: client, kafkaOpts: kopts, emuConfig: cfg}
 }
 
 func (w *world) produce(t *testing.T, n int) {

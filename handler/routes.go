@@ -329,15 +329,21 @@ type statusBody struct {
 	// (KAFKA_*, MIRROR_*, EVENTHUBS*, CUTOVER_*, EHMIRROR_*) but are not
 	// settings, with the closest setting's name: their values are ignored.
 	// They do not make ok false.
-	UnknownSettings []config.Problem       `json:"unknown_settings,omitempty"`
-	Health          *mirror.Health         `json:"health,omitempty"`
-	Config          map[string]string      `json:"config"`
-	Lag             *mirror.LagReport      `json:"lag,omitempty"`
-	LagError        string                 `json:"lag_error,omitempty"`
-	CatchUp         *mirror.CatchUpStatus  `json:"catch_up,omitempty"`
-	Run             *mirror.CatchUpStatus  `json:"run,omitempty"`
-	CatchUps        []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
-	Drains          []*mirror.Report       `json:"last_drains"`
+	UnknownSettings []config.Problem  `json:"unknown_settings,omitempty"`
+	Health          *mirror.Health    `json:"health,omitempty"`
+	Config          map[string]string `json:"config"`
+	Lag             *mirror.LagReport `json:"lag,omitempty"`
+	LagError        string            `json:"lag_error,omitempty"`
+	// LastLag is, when the lag cannot be read, the last lag this instance
+	// read, with its time.
+	LastLag *mirror.LagReport `json:"last_lag,omitempty"`
+	// History is the lag and delivered rate over the last hour, as this
+	// instance read them.
+	History  []mirror.HistoryPoint  `json:"history"`
+	CatchUp  *mirror.CatchUpStatus  `json:"catch_up,omitempty"`
+	Run      *mirror.CatchUpStatus  `json:"run,omitempty"`
+	CatchUps []mirror.CatchUpStatus `json:"catch_ups,omitempty"`
+	Drains   []*mirror.Report       `json:"last_drains"`
 	// Instance is the instance that answered: running, last_drains,
 	// throughput and catch_ups are its own; RunInstance is the one that
 	// runs (or ran) the catch-up of ?run=.
@@ -394,36 +400,24 @@ func (a *app) status(c echo.Context) error {
 		}
 		body.Run, body.RunInstance = &run.CatchUpStatus, run.Instance
 	}
-	readyCh := make(chan mirror.Readiness, 1)
-	go func() { readyCh <- a.readiness(c.Request().Context()) }()
-	lag, err := a.service.Mirror().Lag(c.Request().Context(), nil)
+	ob := a.observe(c.Request().Context(), body.Time)
+	err = ob.lagErr
 	if err != nil {
 		body.LagError = err.Error()
+		body.LastLag = ob.known
 	}
 	if auth := a.source.Auth(); auth.Mechanism != "" {
 		body.KafkaAuth = &auth
 	}
-	ready := <-readyCh
-	body.Readiness = &ready
-	body.Lag = lag
-	health := a.service.Health(lag)
-	if lag != nil {
-		// Drains of other instances publish their live outages: a failing
-		// drain turns every instance's status red within seconds.
-		health.Add(a.service.Mirror().PeerProblems(c.Request().Context(), lag.TopicPartitions())...)
-	}
-	a.certificateHealth(&health, body.Time)
-	if p := mirror.BacklogProblem(lag, a.settings.MaxBacklogAge); p != nil {
-		health.Add(*p)
-	}
-	if p := mirror.PauseProblem(lag, a.settings.MaxPauseAge, body.Time); p != nil {
-		health.Add(*p)
-	}
+	body.Readiness = &ob.ready
+	body.Lag = ob.lag
+	health, m := ob.health, a.service.Mirror()
 	body.Health = &health
-	body.Running = a.service.Mirror().Running()
-	body.Throughput = a.service.Mirror().Throughput()
-	if lag != nil {
-		b := mirror.NewBacklog(lag, body.Throughput)
+	body.Running = m.Running()
+	body.Throughput = m.Throughput()
+	body.History = m.History()
+	if ob.known != nil {
+		b := mirror.NewBacklog(ob.known, body.Throughput, body.History, health.Failing())
 		body.Backlog = &b
 	}
 	if sched, err := ncrontab.Parse(a.settings.Schedule); err == nil {
@@ -446,15 +440,7 @@ func (a *app) status(c echo.Context) error {
 		body.Deduplication = lastDeduplication(reports)
 	}
 	body.OK = err == nil && health.OK
-	switch {
-	case err != nil:
-		body.Reason = "cannot read the group's lag: " + strings.ReplaceAll(err.Error(), "\n", "; ")
-		if !ready.OK {
-			body.Reason += "; " + ready.Summary
-		}
-	case !health.OK:
-		body.Reason = health.Reason
-	}
+	body.Reason = health.Reason
 	// 503 only when the status itself is incomplete (lag unreadable); a
 	// known problem is ok:false with the reason in a 200, so that callers
 	// polling a catch-up run or the lag still get the figures.
@@ -503,7 +489,7 @@ func (a *app) respondStatus(c echo.Context, req functions.HTTPRequest, status in
 	if !wantsHTML(req) {
 		return a.respondHTTP(c, status, body, logs...)
 	}
-	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError,
+	p := statuspage.Page{Time: body.Time, OK: body.OK, Reason: body.Reason, Lag: body.Lag, LagError: body.LagError, LastLag: body.LastLag, History: body.History,
 		CatchUp: body.CatchUp, Drains: body.Drains, Settings: body.Config,
 		Backlog: body.Backlog, Throughput: &body.Throughput, Running: body.Running, NextTick: body.NextTick, Readiness: body.Readiness}
 	if au := body.KafkaAuth; au != nil {

@@ -2,15 +2,12 @@ package kafka
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -61,20 +58,13 @@ func (s *Source) probe(ctx context.Context, broker string) error {
 
 // brokerCause classifies why a broker did not answer a probe.
 func brokerCause(err error) string {
-	var dns *net.DNSError
-	var rec tls.RecordHeaderError
-	var verify *tls.CertificateVerificationError
-	var unknownAuth x509.UnknownAuthorityError
-	var hostname x509.HostnameError
-	var invalid x509.CertificateInvalidError
 	var op *net.OpError
-	switch {
-	case errors.As(err, &dns):
+	switch c := mirror.NetworkCause(err); {
+	case c == mirror.CauseDNS:
 		return "dns"
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case c == mirror.CauseRefused:
 		return "refused"
-	case errors.As(err, &rec), errors.As(err, &verify), errors.As(err, &unknownAuth), errors.As(err, &hostname), errors.As(err, &invalid),
-		errors.As(err, &op) && op.Op == "remote error" && op.Err != nil && strings.HasPrefix(op.Err.Error(), "tls:"):
+	case c == mirror.CauseTLS, errors.As(err, &op) && op.Op == "remote error" && op.Err != nil && strings.HasPrefix(op.Err.Error(), "tls:"):
 		return "tls"
 	case errors.Is(err, kafkago.SASLAuthenticationFailed), errors.Is(err, kafkago.UnsupportedSASLMechanism), errors.Is(err, kafkago.IllegalSASLState),
 		strings.Contains(strings.ToLower(err.Error()), "sasl"):

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -467,3 +468,6 @@ func (s *Source) leaveGroup(ctx context.Context, memberID string) error {
 // principal, the newest token's expiry and the newest failure to obtain
 // one. It never holds a token or secret.
 func (s *Source) Auth() AuthStatus { return s.auth.status() }
+
+// Brokers returns the bootstrap brokers (KAFKA_BROKERS).
+func (s *Source) Brokers() []string { return slices.Clone(s.opts.Brokers) }

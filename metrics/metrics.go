@@ -1,7 +1,9 @@
 // Package metrics exports the mirror's figures as OpenTelemetry metrics:
-// per partition lag and backlog age, records and bytes mirrored, the
-// end-to-end latency histogram, drain duration against budget, errors by
-// kind, gaps and oversized records. They go to an OTLP collector when the
+// per partition lag and backlog age (the last known lag, with its age,
+// when Kafka cannot be read), whether the status is up and ok, the
+// problems known by kind, records and bytes mirrored, the end-to-end
+// latency histogram, drain duration against budget, errors by kind, gaps
+// and oversized records. They go to an OTLP collector when the
 // standard OTEL_EXPORTER_OTLP_* variables name one (http/protobuf), and
 // are readable as Prometheus text (GET /api/metrics). Nothing is pushed
 // anywhere when OTLP is not configured.
@@ -46,10 +48,36 @@ type Metrics struct {
 	latency, duration, budgetUsed metric.Float64Histogram
 	errs, gaps, oversized         metric.Int64Counter
 
-	mu     sync.Mutex
-	lag    *mirror.LagReport
-	lagErr error
+	mu      sync.Mutex
+	read    func(context.Context) Reading
+	reading *Reading
+	readAt  time.Time
 }
+
+// Reading is what the gauges export besides the drains' counters: the
+// health with every known problem, and the lag as last known.
+type Reading struct {
+	Health mirror.Health
+	// Lag is the last lag known (nil when never read); Current says it was
+	// read just now (Kafka answered).
+	Lag     *mirror.LagReport
+	Current bool
+}
+
+// ReadWith sets how the gauges read the status (the handler's, with the
+// readiness and other instances' problems). Without it they read the
+// service's health and the lag.
+func (m *Metrics) ReadWith(read func(context.Context) Reading) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.read = read
+}
+
+// problemKinds are the kinds ehmirror_problems always exports, 0 when
+// none is known, so that an alert on one never sees its series vanish.
+var problemKinds = []string{mirror.KindEventHubs, mirror.KindKafka, mirror.KindUnauthorized, mirror.KindHubMissing, mirror.KindThrottled,
+	mirror.KindOversized, mirror.KindGap, mirror.KindRecreated, mirror.KindStalled, mirror.KindCertificate, mirror.KindBehind,
+	mirror.KindPausedLong, mirror.KindError}
 
 // OTLPConfigured reports whether getenv configures an OTLP metrics
 // exporter: an endpoint is set and OTEL_METRICS_EXPORTER is not "none".
@@ -128,6 +156,14 @@ func (m *Metrics) instruments() error {
 	add(err)
 	bytes, err := meter.Int64ObservableCounter("ehmirror.bytes", metric.WithUnit("By"), metric.WithDescription("value bytes mirrored by this process"))
 	add(err)
+	up, err := meter.Int64ObservableGauge("ehmirror.up", metric.WithDescription("1 when Kafka answered the last lag read (the lag gauges are current), 0 when they show the last lag known"))
+	add(err)
+	ok, err := meter.Int64ObservableGauge("ehmirror.ok", metric.WithDescription("1 when no problem is known (the status's ok), 0 otherwise"))
+	add(err)
+	problems, err := meter.Int64ObservableGauge("ehmirror.problems", metric.WithDescription("problems known now, by kind (every kind is exported, 0 when none)"))
+	add(err)
+	lagAge, err := meter.Float64ObservableGauge("ehmirror.lag_age", metric.WithUnit("s"), metric.WithDescription("age of the lag reading behind ehmirror_lag: grows while Kafka cannot be read"))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("metrics: instruments: %w", err)
 	}
@@ -135,10 +171,21 @@ func (m *Metrics) instruments() error {
 		tp := m.svc.Mirror().Throughput()
 		o.ObserveInt64(records, tp.TotalRecords)
 		o.ObserveInt64(bytes, tp.TotalBytes)
-		rep := m.currentLag(ctx)
+		r := m.current(ctx)
+		o.ObserveInt64(up, boolInt(r.Current))
+		o.ObserveInt64(ok, boolInt(r.Current && r.Health.OK))
+		byKind := map[string]int64{}
+		for _, p := range r.Health.Problems {
+			byKind[p.Kind]++
+		}
+		for _, kind := range problemKinds {
+			o.ObserveInt64(problems, byKind[kind], metric.WithAttributes(attribute.String("kind", kind)))
+		}
+		rep := r.Lag
 		if rep == nil {
 			return nil
 		}
+		o.ObserveFloat64(lagAge, max(time.Since(rep.Time), 0).Seconds())
 		for _, p := range rep.Partitions {
 			attrs := metric.WithAttributes(attribute.String("topic", p.Topic), attribute.Int("partition", int(p.Partition)),
 				attribute.String("hub", p.Hub), attribute.Bool("paused", p.Paused))
@@ -149,26 +196,44 @@ func (m *Metrics) instruments() error {
 			}
 		}
 		return nil
-	}, lag, age, delivered, records, bytes)
+	}, lag, age, delivered, records, bytes, up, ok, problems, lagAge)
 	if err != nil {
 		return fmt.Errorf("metrics: callback: %w", err)
 	}
 	return nil
 }
 
-// currentLag returns a lag reading at most lagMaxAge old, nil when Kafka
-// cannot be read (the gauges are then left out).
-func (m *Metrics) currentLag(ctx context.Context) *mirror.LagReport {
+// current returns a reading at most lagMaxAge old: a scrape and an OTLP
+// export in quick succession read Kafka once. When Kafka cannot be read
+// the lag is the last known, so the lag series stay (with ehmirror_up 0
+// and the reading's age in ehmirror_lag_age_seconds).
+func (m *Metrics) current(ctx context.Context) Reading {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.lag != nil && time.Since(m.lag.Time) < lagMaxAge {
-		return m.lag
+	if m.reading != nil && time.Since(m.readAt) < lagMaxAge {
+		return *m.reading
 	}
 	ctx, cancel := context.WithTimeout(ctx, lagTimeout)
 	defer cancel()
-	rep, err := m.svc.Mirror().Lag(ctx, nil)
-	m.lag, m.lagErr = rep, err
-	return rep
+	var r Reading
+	if m.read != nil {
+		r = m.read(ctx)
+	} else {
+		lag, err := m.svc.Mirror().Lag(ctx, nil)
+		r = Reading{Health: m.svc.Health(lag), Lag: lag, Current: err == nil}
+		if err != nil {
+			r.Lag = m.svc.Mirror().LastLag()
+		}
+	}
+	m.reading, m.readAt = &r, time.Now()
+	return r
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // observe records a drain's report.

@@ -24,6 +24,19 @@ type Cause struct {
 	// Remedy says what to do; Doc links to the documentation section about it.
 	Remedy string `json:"remedy"`
 	Doc    string `json:"doc"`
+	// Headline is the cause as an on-call engineer reads it first, with
+	// the service, its endpoint and since when (see Health.Describe).
+	Headline string `json:"headline,omitempty"`
+	// Network is why the service could not be reached (connection
+	// refused, DNS, TLS, no answer), "" when it answered with an error.
+	Network string `json:"network,omitempty"`
+	// Error is the shortest error text; Details every distinct error
+	// text of its problems, each once.
+	Error   string   `json:"error,omitempty"`
+	Details []string `json:"details,omitempty"`
+	// Hubs and Partitions count the hubs and partitions concerned.
+	Hubs       int `json:"hubs,omitempty"`
+	Partitions int `json:"partitions,omitempty"`
 }
 
 // remedies are, per kind, what to do and the page and section (under
@@ -37,10 +50,24 @@ var remedies = map[string][2]string{
 	KindRecreated:    {"the topic was deleted and recreated: check the `note` of its partitions and `MIRROR_GAP_POLICY`", "delivery.md#positions"},
 	KindStalled:      {"the committed offset does not advance while there is lag: look at the drain lines for errors, at a pause, or at another consumer in the group (`KAFKA_GROUP`)", "operating.md#problem-kinds"},
 	KindKafka:        {"Kafka is not reachable or refuses the app: check `KAFKA_BROKERS`, the network path, and the TLS and SASL settings (`KAFKA_TLS*`, `KAFKA_SASL_*`)", "managed-kafka.md"},
+	KindEventHubs:    {"Event Hubs does not take the sends: check the namespace in `EVENTHUBS` (or `EVENTHUBS__fullyQualifiedNamespace`), its network path (firewall, private endpoint, DNS) and Azure's service health; the records wait in Kafka and are sent when Event Hubs answers again", "operating.md#problem-kinds"},
 	KindCertificate:  {"renew the client certificate (`KAFKA_TLS_CERT_PEM`, `KAFKA_TLS_KEY_PEM`) before the broker refuses it; the warning period is `KAFKA_TLS_CERT_WARN_DAYS`", "managed-kafka.md#client-certificates-mutual-tls"},
 	KindBehind:       {"records wait longer than `MIRROR_MAX_BACKLOG_AGE`: look at the other problems and the running drains (Event Hubs or Kafka unreachable, throttling, a stalled partition), or raise the drains' budget (`MIRROR_MAX_DURATION`) or start a catch-up (`POST /api/catchup`)", "operating.md#problem-kinds"},
 	KindPausedLong:   {"a topic has been paused for longer than `MIRROR_MAX_PAUSE_AGE`: resume it (`POST /api/resume`) if the pause was forgotten; its records wait in Kafka and its committed position is kept", "operating.md#pause-and-resume"},
 	KindError:        {"sends or fetches keep failing: the message names the service and the error; check the network path and the service's health (Event Hubs namespace, Kafka brokers)", "operating.md#problem-kinds"},
+}
+
+// networkRemedies are, per service and network cause, the specific
+// remedy that replaces the service's general one.
+var networkRemedies = map[string]string{
+	KindEventHubs + CauseRefused: "the namespace refuses connections: check that `EVENTHUBS` names the right namespace and that its network rules (firewall, private endpoint) admit the app; the records wait in Kafka and are sent when Event Hubs answers again",
+	KindEventHubs + CauseDNS:     "the namespace's name does not resolve: check the host in `EVENTHUBS` (or `EVENTHUBS__fullyQualifiedNamespace`) and, with a private endpoint, the app's private DNS zone `privatelink.servicebus.windows.net`",
+	KindEventHubs + CauseTLS:     "the TLS handshake with the namespace fails: check for a proxy or firewall that intercepts TLS on port 5671/443",
+	KindEventHubs + CauseTimeout: "the namespace does not answer: check the network path to port 5671 (AMQP) or 443 (WebSockets) and Azure's service health for Event Hubs",
+	KindKafka + CauseRefused:     "the brokers refuse connections: check that they run and that `KAFKA_BROKERS` names their listeners (host and port)",
+	KindKafka + CauseDNS:         "the brokers' names do not resolve: check the hosts in `KAFKA_BROKERS` and the advertised listeners of the brokers",
+	KindKafka + CauseTLS:         "the TLS handshake with the brokers fails: check `KAFKA_TLS`, the CA (`KAFKA_TLS_CA_PEM`) and the client certificate",
+	KindKafka + CauseTimeout:     "the brokers do not answer: check the network path to `KAFKA_BROKERS` (firewall, VNet integration) and the brokers' health",
 }
 
 // Remedy returns what to do about problems of kind and the link to the
@@ -51,6 +78,15 @@ func Remedy(kind string) (remedy, doc string) {
 		r = remedies[KindError]
 	}
 	return r[0], DocsURL + r[1]
+}
+
+// remedyFor is Remedy made specific by the network cause.
+func remedyFor(kind, network string) (remedy, doc string) {
+	remedy, doc = Remedy(kind)
+	if r, ok := networkRemedies[kind+network]; ok {
+		remedy = r
+	}
+	return remedy, doc
 }
 
 // Causes groups problems by kind, most widespread first for the same
@@ -67,11 +103,18 @@ func Causes(problems []Problem) []Cause {
 	out := make([]Cause, 0, len(kinds))
 	for _, kind := range kinds {
 		ps := byKind[kind]
-		c := Cause{Kind: kind, Since: ps[0].Since}
-		c.Remedy, c.Doc = Remedy(kind)
+		c := Cause{Kind: kind, Since: ps[0].Since, Details: distinctErrors(ps)}
 		hubs, parts, other := 0, 0, 0
 		seen := map[string]bool{}
+		hubSeen := map[string]bool{}
 		for _, p := range ps {
+			if c.Network == "" {
+				c.Network = p.Cause
+			}
+			if p.Hub != "" && !hubSeen[p.Hub] && (p.Topic == "" || kind == KindEventHubs) {
+				hubSeen[p.Hub] = true
+				c.Hubs++
+			}
 			where := p.where()
 			if !seen[where] {
 				seen[where] = true
@@ -89,6 +132,11 @@ func Causes(problems []Problem) []Cause {
 				c.Since = p.Since
 			}
 		}
+		c.Remedy, c.Doc = remedyFor(kind, c.Network)
+		if c.Hubs == 0 {
+			c.Partitions = parts
+		}
+		c.Error = shortestError(ps)
 		var on []string
 		if hubs > 0 {
 			on = append(on, plural(hubs, "event hub"))
@@ -126,8 +174,26 @@ func (p Problem) where() string {
 		return p.Hub
 	case p.Kind == KindCertificate:
 		return "Kafka client certificate"
+	case p.Run == "readiness" || p.Run == "status":
+		return "the " + p.Run + " check"
 	}
 	return "drain " + p.Run
+}
+
+// shortestError is the shortest error text among ps (their messages when
+// they have none), cut to one readable line.
+func shortestError(ps []Problem) string {
+	es := distinctErrors(ps)
+	m := es[0]
+	for _, e := range es[1:] {
+		if len(e) < len(m) {
+			m = e
+		}
+	}
+	if r := []rune(m); len(r) > 240 {
+		m = string(r[:239]) + "…"
+	}
+	return m
 }
 
 // shortest is the shortest message among ps, cut to one readable line.

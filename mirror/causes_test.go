@@ -38,8 +38,9 @@ func TestCausesGroupProblems(t *testing.T) {
 }
 
 func TestBacklogInWords(t *testing.T) {
-	lag := &LagReport{Total: 3_200_000, BehindBy: 200 * time.Second, Partitions: []PartitionLag{{Lag: 3_200_000}}}
-	b := NewBacklog(lag, Throughput{RecordsPerSec: 1000, Window: 5 * time.Minute})
+	now := time.Date(2026, 12, 6, 3, 5, 0, 0, time.UTC)
+	lag := &LagReport{Time: now, Total: 3_200_000, BehindBy: 200 * time.Second, Partitions: []PartitionLag{{Lag: 3_200_000}}}
+	b := NewBacklog(lag, Throughput{CurrentPerSec: 1000, RecordsPerSec: 5, Window: 5 * time.Minute}, nil, false)
 	if b.Summary != "3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s" || b.ETA != 3200*time.Second {
 		t.Errorf("backlog: %+v", b)
 	}
@@ -48,17 +49,32 @@ func TestBacklogInWords(t *testing.T) {
 	}
 	// At the namespace's quota the rate is the namespace's, and the way
 	// to go faster is a larger namespace.
-	b = NewBacklog(lag, Throughput{RecordsPerSec: 1000, Window: 5 * time.Minute, Throttled: 2400})
+	b = NewBacklog(lag, Throughput{CurrentPerSec: 1000, Window: 5 * time.Minute, Throttled: 2400}, nil, false)
 	if b.Summary != "3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at the namespace's 1,000 events/s (Event Hubs throttled 2,400 sends in the last 5 min); raise `eventhubs_capacity` or enable auto-inflate" ||
 		!b.Throttled || b.Remedy != ThrottledRemedy || b.ETA != 3200*time.Second {
 		t.Errorf("throttled backlog: %+v", b)
 	}
-	b = NewBacklog(lag, Throughput{Window: 5 * time.Minute})
+	b = NewBacklog(lag, Throughput{Window: 5 * time.Minute}, nil, false)
 	if !strings.Contains(b.Summary, "not moving") || b.ETA != 0 {
 		t.Errorf("stuck backlog: %+v", b)
 	}
-	if b := NewBacklog(&LagReport{}, Throughput{}); b.Summary != "caught up" {
+	// Sends failing: no ETA from the rate before the outage, but since
+	// when nothing moves.
+	b = NewBacklog(lag, Throughput{CurrentPerSec: 55, RecordsPerSec: 55, LastDelivered: now.Add(-2 * time.Minute)}, nil, true)
+	if b.Summary != "3,200,000 records behind, the oldest from 3 min 20 s ago, not moving since 03:03:00Z (2 min ago)" || b.ETA != 0 || !b.NotMoving {
+		t.Errorf("failing backlog: %+v", b)
+	}
+	// An instance that mirrors nothing itself uses the group's rate.
+	hist := []HistoryPoint{{At: now.Add(-30 * time.Second)}, {At: now, CommittedPerSec: 1000}}
+	if b = NewBacklog(lag, Throughput{}, hist, false); b.ETA != 3200*time.Second {
+		t.Errorf("backlog at the group's rate: %+v", b)
+	}
+	if b := NewBacklog(&LagReport{}, Throughput{}, nil, false); b.Summary != "caught up" {
 		t.Errorf("no backlog: %+v", b)
+	}
+	paused := &LagReport{Partitions: []PartitionLag{{Topic: "prod.test5", Lag: 971, Paused: true}, {Topic: "prod.test1"}}}
+	if b := NewBacklog(paused, Throughput{}, nil, false); b.Summary != `caught up except 971 records in 1 paused topic; resume with `+"`POST /api/resume`"+` {"topic":"prod.test5"}` || b.Paused != 971 {
+		t.Errorf("paused backlog: %+v", b)
 	}
 	for d, want := range map[time.Duration]string{850 * time.Millisecond: "850 ms", 42 * time.Second: "42 s", 3 * time.Minute: "3 min", 2*time.Hour + 5*time.Minute: "2 h 5 min", 76 * time.Hour: "3 d 4 h"} {
 		if got := Ago(d); got != want {

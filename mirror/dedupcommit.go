@@ -53,7 +53,12 @@ func (d *drain) floorsFor(ps *partitionState, p int64) (map[string]int64, int64)
 
 // commitMetaFor returns the metadata to store with a commit of ps at p.
 func (d *drain) commitMetaFor(ctx context.Context, ps *partitionState, p int64) (string, bool, error) {
-	cm := commitMeta{TopicID: d.ids[ps.tp.Topic], Writer: d.writer.own()}
+	ps.mu.Lock()
+	cm := commitMeta{TopicID: d.ids[ps.tp.Topic], Writer: d.writer.own(), Acked: ps.lastAck}
+	if ps.priorAck.After(cm.Acked) {
+		cm.Acked = ps.priorAck
+	}
+	ps.mu.Unlock()
 	if d.dd == nil {
 		s, err := cm.encode()
 		return s, false, err

@@ -147,7 +147,7 @@ func (m *Mirror) Drain(ctx context.Context, run string, lim Limits) (*Report, er
 		topics:    topics,
 		mirrored:  mirrored,
 		released:  make(map[TopicPartition]bool),
-		live:      newLiveDrain(),
+		live:      newLiveDrain(m.live.recover),
 		win:       win,
 		clock:     newReadClock(),
 	}
@@ -182,7 +182,7 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 		name := m.router.Hub(t.Name)
 		if err, ok := failed[name]; ok {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
-			rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: errorKind(err), Error: err.Error()})
+			rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: eventHubsKind(err), Error: err.Error()})
 			continue
 		}
 		if _, ok := hubs[name]; !ok {
@@ -196,7 +196,7 @@ func (m *Mirror) resolveHubs(ctx context.Context, topics []Topic, rep *Report) (
 				}
 				failed[name] = err
 				rep.Errors = append(rep.Errors, fmt.Sprintf("topic %q -> event hub %q: %v", t.Name, name, err))
-				rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: errorKind(err), Error: err.Error()})
+				rep.HubErrors = append(rep.HubErrors, HubError{Topic: t.Name, Hub: name, Kind: eventHubsKind(err), Error: err.Error()})
 				continue
 			}
 			hubs[name] = hub

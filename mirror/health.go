@@ -28,6 +28,14 @@ type Problem struct {
 	Since time.Time `json:"since"`
 	// Run is the drain that saw it last.
 	Run string `json:"run"`
+	// Cause is why a service could not be reached (see NetworkCause), ""
+	// when it answered; Error the error text alone, without the place.
+	Cause string `json:"cause,omitempty"`
+	Error string `json:"error,omitempty"`
+
+	// last is the latest failed attempt of an outage: a success at its
+	// place after it clears the problem.
+	last time.Time
 }
 
 // String is the problem in one line, with where it is.
@@ -77,6 +85,8 @@ type healthTracker struct {
 	// outages are the failures still going on when the last drain with
 	// partitions ended, by place.
 	outages map[string]*Problem
+	// memory keeps each root cause's first sighting (Service.Describe).
+	memory causeMemory
 }
 
 func newHealthTracker() *healthTracker {
@@ -87,6 +97,15 @@ func newHealthTracker() *healthTracker {
 // is the same kind.
 func keepSince(prev *Problem, p Problem) *Problem {
 	if prev != nil && prev.Kind == p.Kind {
+		p.Since = prev.Since
+	}
+	return &p
+}
+
+// keepEarlier returns p with the earlier Since of prev and p: an outage at
+// one place is one root cause whatever its kind does in between.
+func keepEarlier(prev *Problem, p Problem) *Problem {
+	if prev != nil && prev.Since.Before(p.Since) {
 		p.Since = prev.Since
 	}
 	return &p
@@ -111,11 +130,18 @@ func (h *healthTracker) observe(rep *Report) {
 		}
 	}
 	if len(drainErrs) > 0 {
-		kind := KindKafka
-		if rep.Stopped != StopFailed {
-			kind = KindError
+		// Drain-level errors are Kafka's (the claim, commits, watermarks):
+		// a failed start, or an error that says Kafka could not be reached.
+		kind, cause := KindError, ""
+		for _, e := range drainErrs {
+			if c := textCause(e); c != "" && cause == "" {
+				cause = c
+			}
 		}
-		h.drain = keepSince(h.drain, Problem{Kind: kind, Partition: -1, Message: strings.Join(drainErrs, "; "), Since: now, Run: rep.Run})
+		if rep.Stopped == StopFailed || rep.Stopped == StopKafkaDown || cause != "" {
+			kind = KindKafka
+		}
+		h.drain = keepEarlier(h.drain, Problem{Kind: kind, Partition: -1, Message: strings.Join(drainErrs, "; "), Since: now, Run: rep.Run, Cause: cause, Error: drainErrs[0]})
 	} else if rep.Stopped != StopFailed || len(rep.Partitions) > 0 {
 		h.drain = nil
 	}
@@ -127,7 +153,7 @@ func (h *healthTracker) observe(rep *Report) {
 		h.outages = map[string]*Problem{}
 		for _, o := range rep.Outages {
 			if o.Ongoing() {
-				h.outages[o.key()] = keepSince(prev[o.key()], outageProblem(o, rep.Run, now))
+				h.outages[o.key()] = keepEarlier(prev[o.key()], outageProblem(o, rep.Run, now))
 			}
 		}
 	}
@@ -135,7 +161,7 @@ func (h *healthTracker) observe(rep *Report) {
 	// Hubs: a hub error sets the problem, a partition of the hub mirrored
 	// without error clears it.
 	for _, he := range rep.HubErrors {
-		h.hubs[he.Hub] = keepSince(h.hubs[he.Hub], Problem{Kind: he.Kind, Hub: he.Hub, Partition: -1, Message: he.Error, Since: now, Run: rep.Run})
+		h.hubs[he.Hub] = keepSince(h.hubs[he.Hub], Problem{Kind: he.Kind, Hub: he.Hub, Partition: -1, Message: he.Error, Since: now, Run: rep.Run, Cause: textCause(he.Error), Error: he.Error})
 	}
 	for _, p := range rep.Partitions {
 		if p.Error == "" && !p.Busy && h.hubs[p.Hub] != nil && !slices.ContainsFunc(rep.HubErrors, func(he HubError) bool { return he.Hub == p.Hub }) {
@@ -189,7 +215,7 @@ func hasWork(rep *Report) bool {
 
 // outageProblem is an ongoing outage as a problem as of now.
 func outageProblem(o Outage, run string, now time.Time) Problem {
-	p := Problem{Kind: o.Kind, Hub: o.Hub, Topic: o.Topic, Partition: -1, Message: o.describe(now), Since: o.Since, Run: run}
+	p := Problem{Kind: o.Kind, Hub: o.Hub, Topic: o.Topic, Partition: -1, Message: o.describe(now), Since: o.Since, Run: run, Cause: o.Cause, Error: o.Error, last: o.Last}
 	if o.Hub == "" {
 		p.Partition = o.Partition
 	}
@@ -235,7 +261,10 @@ func (h *healthTracker) forget(keep func(TopicPartition) bool, hubs map[string]b
 //
 // running are the drains running now: their sends and fetches failing for
 // LiveFailureAfter or longer are problems at once, before the drains end.
-func (h *healthTracker) snapshot(running []RunningDrain) Health {
+// recovered reports whether a place (an outage's key) succeeded after a
+// time: an outage kept from an ended drain clears as soon as a running
+// drain's sends (or fetches) there are acknowledged again.
+func (h *healthTracker) snapshot(running []RunningDrain, recovered func(key string, after time.Time) bool) Health {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := Health{Problems: []Problem{}, Drains: h.drains}
@@ -252,6 +281,10 @@ func (h *healthTracker) snapshot(running []RunningDrain) Health {
 		}
 	}
 	for k, p := range h.outages {
+		if recovered != nil && recovered(k, p.last) {
+			delete(h.outages, k)
+			continue
+		}
 		if _, ok := live[k]; !ok {
 			live[k] = *p
 		}
@@ -285,28 +318,24 @@ func (h *healthTracker) snapshot(running []RunningDrain) Health {
 	out.Problems = append(out.Problems, parts...)
 	out.OK = len(out.Problems) == 0
 	out.Causes = Causes(out.Problems)
-	out.Reason = reasonOf(out.Problems)
+	out.Reason = reasonOf(out.Causes)
 	return out
 }
 
-// reasonOf is the health's reason: the first problem of a known kind in
-// one line, and how many more there are; "" without problems. A generic
-// error (often a send that ran out of time while the SDK retried a
-// throttled or refused request) says less about what to fix.
-func reasonOf(problems []Problem) string {
-	if len(problems) == 0 {
+// reasonOf is the health's reason: the headline of the first cause (one
+// per root cause, known kinds first: a generic error says less about what
+// to fix), and how many other causes there are; "" without problems.
+// Health.Describe rewrites it with the endpoints and the backlog.
+func reasonOf(causes []Cause) string {
+	if len(causes) == 0 {
 		return ""
 	}
-	first := problems[0]
-	if i := slices.IndexFunc(problems, func(p Problem) bool { return p.Kind != KindError }); i >= 0 {
-		first = problems[i]
-	}
-	reason := strings.ReplaceAll(first.String(), "\n", "; ")
-	switch n := len(problems) - 1; {
+	reason := strings.ReplaceAll(causes[0].headline(Surroundings{}), "\n", "; ")
+	switch n := len(causes) - 1; {
 	case n == 1:
-		reason += " (and 1 more problem)"
+		reason += " (and 1 more cause)"
 	case n > 1:
-		reason += fmt.Sprintf(" (and %d more problems)", n)
+		reason += fmt.Sprintf(" (and %d more causes)", n)
 	}
 	return reason
 }
@@ -321,5 +350,27 @@ func (h *Health) Add(ps ...Problem) {
 	h.Problems = append(h.Problems, ps...)
 	h.Causes = Causes(h.Problems)
 	h.OK = false
-	h.Reason = reasonOf(h.Problems)
+	h.Reason = reasonOf(h.Causes)
+}
+
+// Describe keeps each cause's Since stable per root cause (its kind: the
+// service, or the refusal) across status requests, then writes the
+// headlines and the reason (see Health.Describe).
+func (s *Service) Describe(h *Health, c Surroundings) {
+	s.health.memory.stabilize(h.Causes)
+	h.Describe(c)
+}
+
+// Failing reports whether sends or fetches fail now: a problem that stops
+// records from moving (a service unreachable or refusing the app), as
+// opposed to one that only says how things went (a gap, a skipped record,
+// a backlog).
+func (h Health) Failing() bool {
+	return slices.ContainsFunc(h.Problems, func(p Problem) bool {
+		switch p.Kind {
+		case KindEventHubs, KindKafka, KindUnauthorized, KindError, KindStalled:
+			return true
+		}
+		return false
+	})
 }

@@ -36,9 +36,17 @@ type PartitionLag struct {
 	Oldest   time.Time     `json:"oldest_unmirrored,omitzero"`
 	BehindBy time.Duration `json:"behind_by_ns,omitempty"`
 	// LastDelivered is when Event Hubs last acknowledged one of the
-	// partition's records in a drain of this instance (since it started);
-	// zero when none.
+	// partition's records: the later of what a drain of this instance saw
+	// and what the last commit stored with the offset (commit metadata
+	// "ack", written by whichever instance drained), so every instance
+	// shows the same; zero when unknown.
 	LastDelivered time.Time `json:"last_delivered,omitzero"`
+}
+
+// committedMetadataReader is implemented by sources that read the
+// metadata stored with the committed offsets with them.
+type committedMetadataReader interface {
+	CommittedMetadata(ctx context.Context, tps []TopicPartition) (map[TopicPartition]CommitOffset, error)
 }
 
 // LagReport is the group's lag over every mirrored partition.
@@ -90,7 +98,20 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading Kafka watermarks: %w", err)
 	}
-	committed, err := m.source.Committed(ctx, tps)
+	var committed map[TopicPartition]int64
+	var meta map[TopicPartition]string
+	if r, ok := m.source.(committedMetadataReader); ok {
+		var cms map[TopicPartition]CommitOffset
+		if cms, err = r.CommittedMetadata(ctx, tps); err == nil {
+			committed = make(map[TopicPartition]int64, len(cms))
+			meta = make(map[TopicPartition]string, len(cms))
+			for tp, c := range cms {
+				committed[tp], meta[tp] = c.Offset, c.Metadata
+			}
+		}
+	} else {
+		committed, err = m.source.Committed(ctx, tps)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading committed offsets: %w", err)
 	}
@@ -136,6 +157,9 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 	for i := range rep.Partitions {
 		pl := &rep.Partitions[i]
 		pl.LastDelivered = delivered[TopicPartition{Topic: pl.Topic, Partition: pl.Partition}]
+		if cm, ok := parseCommitMeta(meta[TopicPartition{Topic: pl.Topic, Partition: pl.Partition}]); ok && cm.Acked.After(pl.LastDelivered) {
+			pl.LastDelivered = cm.Acked
+		}
 		if pl.LastDelivered.After(rep.LastDelivered) {
 			rep.LastDelivered = pl.LastDelivered
 		}
@@ -145,6 +169,9 @@ func (m *Mirror) Lag(ctx context.Context, narrow *TopicFilter) (*LagReport, erro
 				rep.BehindBy = max(rep.BehindBy, pl.BehindBy)
 			}
 		}
+	}
+	if narrow == nil {
+		m.live.noteLag(rep)
 	}
 	return rep, nil
 }

@@ -21,6 +21,10 @@ const LiveFailureAfter = 5 * time.Second
 // rateWindow is the span over which Throughput measures the recent rate.
 const rateWindow = 5 * time.Minute
 
+// CurrentWindow is the span over which Throughput measures the current
+// rate, the one an ETA uses.
+const CurrentWindow = 30 * time.Second
+
 // Outage is a run of failed attempts, without a success in between, of a
 // running drain: sends to one event hub partition or fetches of one Kafka
 // partition.
@@ -39,8 +43,10 @@ type Outage struct {
 	Last     time.Time `json:"last"`
 	Until    time.Time `json:"until,omitzero"`
 	Attempts int       `json:"attempts"`
-	// Error is the latest attempt's error.
+	// Error is the latest attempt's error; Cause why the service could
+	// not be reached (see NetworkCause), "" when it answered.
 	Error string `json:"error"`
+	Cause string `json:"cause,omitempty"`
 }
 
 // Ongoing reports whether no success has ended the outage.
@@ -73,9 +79,14 @@ type liveDrain struct {
 	mu      sync.Mutex
 	failing map[string]*Outage
 	past    []Outage // ended, after lasting LiveFailureAfter or longer
+	// recovered, when set, is told each place whose outage a success
+	// ended, and when.
+	recovered func(key string, at time.Time)
 }
 
-func newLiveDrain() *liveDrain { return &liveDrain{failing: map[string]*Outage{}} }
+func newLiveDrain(recovered func(key string, at time.Time)) *liveDrain {
+	return &liveDrain{failing: map[string]*Outage{}, recovered: recovered}
+}
 
 // failed records a failed attempt at the place o names (Kind, Hub and
 // HubPartition, or Topic and Partition).
@@ -93,7 +104,7 @@ func (l *liveDrain) failed(o Outage, err error) {
 		cur = &o
 		l.failing[key] = cur
 	}
-	cur.Kind, cur.Last, cur.Error = o.Kind, now, err.Error()
+	cur.Kind, cur.Last, cur.Error, cur.Cause = o.Kind, now, err.Error(), NetworkCause(err)
 	cur.Attempts++
 }
 
@@ -114,6 +125,24 @@ func (l *liveDrain) succeeded(o Outage) {
 	if cur.Until.Sub(cur.Since) >= LiveFailureAfter {
 		l.past = append(l.past, *cur)
 	}
+	if l.recovered != nil {
+		l.recovered(key, cur.Until)
+	}
+}
+
+// attempted returns every outage of the drain, however short, ongoing or
+// ended.
+func (l *liveDrain) attempted() []Outage {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := slices.Clone(l.past)
+	for _, o := range l.failing {
+		out = append(out, *o)
+	}
+	return out
 }
 
 func (o Outage) key() string {
@@ -129,14 +158,9 @@ func (l *liveDrain) outages(now time.Time) []Outage {
 	if l == nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := slices.Clone(l.past)
-	for _, o := range l.failing {
-		if now.Sub(o.Since) >= LiveFailureAfter {
-			out = append(out, *o)
-		}
-	}
+	// The ended ones lasted LiveFailureAfter already (succeeded keeps no
+	// shorter one).
+	out := slices.DeleteFunc(l.attempted(), func(o Outage) bool { return o.Ongoing() && now.Sub(o.Since) < LiveFailureAfter })
 	slices.SortFunc(out, func(a, b Outage) int {
 		if c := a.Since.Compare(b.Since); c != 0 {
 			return c
@@ -174,9 +198,15 @@ type Throughput struct {
 	Window        time.Duration `json:"window_ns"`
 	RecordsPerSec float64       `json:"records_per_sec"`
 	BytesPerSec   float64       `json:"bytes_per_sec"`
-	LastDelivered time.Time     `json:"last_delivered,omitzero"`
-	TotalRecords  int64         `json:"total_records"`
-	TotalBytes    int64         `json:"total_bytes"`
+	// CurrentPerSec is the rate over the last CurrentWindow or so (from
+	// the newest sample at least that old): what an ETA is computed
+	// from, so that an outage does not inherit the rate before it.
+	CurrentPerSec float64 `json:"current_per_sec"`
+	// LastDelivered is when Event Hubs last acknowledged a record of this
+	// process (the acknowledgement's time, not when it was noticed).
+	LastDelivered time.Time `json:"last_delivered,omitzero"`
+	TotalRecords  int64     `json:"total_records"`
+	TotalBytes    int64     `json:"total_bytes"`
 	// Throttled counts the sends Event Hubs refused with server-busy over
 	// the window: the namespace is at its throughput quota, so the rate
 	// is the namespace's, not the mirror's.
@@ -196,20 +226,30 @@ type liveTracker struct {
 	running map[*drain]time.Time // drain -> its deadline
 	// doneRecords, doneBytes and doneThrottled sum the drains that ended.
 	doneRecords, doneBytes, doneThrottled int64
-	lastDelivered                         time.Time
 	samples                               []progressSample
+	// recovered is, per outage place (Outage.key), when a success last
+	// ended an outage there.
+	recovered map[string]time.Time
+	// lastLag is the last lag read from Kafka; history the recent lag and
+	// rate (history.go).
+	lastLag *LagReport
+	history history
+	// readyHubs is the last readiness check that found every hub
+	// accepting the app (readiness.go).
+	readyHubs *Readiness
 	// delivered is, per partition, when Event Hubs last acknowledged one
 	// of its records in a drain of this process that ended.
 	delivered map[TopicPartition]time.Time
 }
 
 func newLiveTracker() *liveTracker {
-	return &liveTracker{running: map[*drain]time.Time{}, delivered: map[TopicPartition]time.Time{}}
+	return &liveTracker{running: map[*drain]time.Time{}, delivered: map[TopicPartition]time.Time{}, recovered: map[string]time.Time{}}
 }
 
 func (t *liveTracker) start(d *drain, deadline time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sampleLocked(time.Now()) // the rate's base before the drain's first record
 	t.running[d] = deadline
 }
 
@@ -249,6 +289,11 @@ func (d *drain) lastAcks() map[TopicPartition]time.Time {
 func (t *liveTracker) deliveredAt() map[TopicPartition]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.deliveredAtLocked()
+}
+
+// deliveredAtLocked is deliveredAt with t.mu held.
+func (t *liveTracker) deliveredAtLocked() map[TopicPartition]time.Time {
 	out := maps.Clone(t.delivered)
 	for d := range t.running {
 		for tp, at := range d.lastAcks() {
@@ -285,9 +330,6 @@ func (t *liveTracker) sampleLocked(now time.Time) progressSample {
 		s.bytes += b
 		s.throttled += d.throttled.Load()
 	}
-	if n := len(t.samples); n > 0 && s.records > t.samples[n-1].records {
-		t.lastDelivered = now
-	}
 	if n := len(t.samples); n == 0 || now.Sub(t.samples[n-1].at) >= time.Second {
 		t.samples = append(t.samples, s)
 	}
@@ -305,12 +347,28 @@ func (t *liveTracker) throughput(now time.Time) Throughput {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur := t.sampleLocked(now)
-	out := Throughput{TotalRecords: cur.records, TotalBytes: cur.bytes, LastDelivered: t.lastDelivered, MeasuredAtTime: now}
+	out := Throughput{TotalRecords: cur.records, TotalBytes: cur.bytes, MeasuredAtTime: now}
+	for _, at := range t.deliveredAtLocked() {
+		if at.After(out.LastDelivered) {
+			out.LastDelivered = at
+		}
+	}
 	first := t.samples[0]
 	if dt := now.Sub(first.at); dt >= time.Second {
 		out.Window = dt
 		out.RecordsPerSec = float64(cur.records-first.records) / dt.Seconds()
 		out.BytesPerSec = float64(cur.bytes-first.bytes) / dt.Seconds()
+	}
+	// The current rate: from the newest sample at least CurrentWindow old
+	// (the oldest kept when none is).
+	recent := first
+	for _, s := range t.samples {
+		if now.Sub(s.at) >= CurrentWindow {
+			recent = s
+		}
+	}
+	if dt := now.Sub(recent.at); dt >= time.Second {
+		out.CurrentPerSec = float64(cur.records-recent.records) / dt.Seconds()
 	}
 	out.Throttled = cur.throttled - first.throttled
 	return out
@@ -416,25 +474,37 @@ func (m *Mirror) busyLag(ctx context.Context, rep *Report) {
 }
 
 // Backlog is how far behind the mirror is, in records and in time, and how
-// long the backlog takes at the recent rate.
+// long the backlog takes at the current rate.
 type Backlog struct {
 	// Records is the lag of the topics that are not paused.
 	Records int64 `json:"records"`
 	// BehindBy is the age of the oldest record not yet mirrored.
 	BehindBy time.Duration `json:"behind_by_ns"`
-	// RecordsPerSec is the rate Event Hubs acknowledged records at over
-	// the last minutes (Throughput).
+	// RecordsPerSec is the current rate (Throughput.CurrentPerSec, or,
+	// on an instance that mirrors nothing itself, the rate the group's
+	// committed offsets advance at).
 	RecordsPerSec float64 `json:"records_per_sec"`
 	// ETA is Records ÷ RecordsPerSec; 0 when caught up or not moving.
 	ETA time.Duration `json:"eta_ns,omitempty"`
+	// NotMovingSince is set when records wait and nothing moves (sends or
+	// fetches fail, or the current rate is 0): the last delivery, zero
+	// when none is known.
+	NotMoving      bool      `json:"not_moving,omitempty"`
+	NotMovingSince time.Time `json:"not_moving_since,omitzero"`
+	// Paused and PausedTopics are the records waiting in paused topics
+	// and how many paused topics hold them.
+	Paused       int64 `json:"paused,omitempty"`
+	PausedTopics int   `json:"paused_topics,omitempty"`
 	// Throttled: Event Hubs refused sends with server-busy over the
 	// rate's window, so the rate is the namespace's throughput quota;
-	// Remedy then says how to go faster.
+	// Remedy then says how to go faster (or, for paused topics, how to
+	// resume them).
 	Throttled bool   `json:"throttled,omitempty"`
 	Remedy    string `json:"remedy,omitempty"`
 	// Summary is the backlog in words: "3,200,000 records behind, the
 	// oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
-	// and when throttled "… at the namespace's 1,000 events/s (Event Hubs
+	// when nothing moves "… not moving since 03:02:18Z (2 min ago)", and
+	// when throttled "… at the namespace's 1,000 events/s (Event Hubs
 	// throttled 2,400 sends in the last 5 min); raise `eventhubs_capacity`
 	// or enable auto-inflate".
 	Summary string `json:"summary"`
@@ -444,21 +514,49 @@ type Backlog struct {
 // namespace's throughput quota.
 const ThrottledRemedy = "raise `eventhubs_capacity` or enable auto-inflate"
 
-// NewBacklog measures the backlog from a lag report and the throughput.
-func NewBacklog(lag *LagReport, tp Throughput) Backlog {
-	b := Backlog{Records: lag.Unpaused(), BehindBy: lag.BehindBy, RecordsPerSec: tp.RecordsPerSec}
+// NewBacklog measures the backlog from a lag report, the throughput and the
+// history (for the group's rate on an instance that mirrors nothing
+// itself). failing says sends or fetches fail now: nothing moves, whatever
+// the rate was before.
+func NewBacklog(lag *LagReport, tp Throughput, hist []HistoryPoint, failing bool) Backlog {
+	b := Backlog{Records: lag.Unpaused(), BehindBy: lag.BehindBy, RecordsPerSec: tp.CurrentPerSec}
+	if n := len(hist); b.RecordsPerSec < 0.01 && n > 1 && lag.Time.Sub(hist[n-1].At) < 2*HistoryStep {
+		b.RecordsPerSec = hist[n-1].CommittedPerSec
+	}
+	paused := map[string]bool{}
+	for _, p := range lag.Partitions {
+		if p.Paused && p.Lag > 0 {
+			b.Paused += p.Lag
+			paused[p.Topic] = true
+		}
+	}
+	b.PausedTopics = len(paused)
 	if b.Records == 0 {
 		b.Summary = "caught up"
+		if b.Paused > 0 {
+			b.Summary += fmt.Sprintf(" except %s in %s", records(b.Paused), plural(b.PausedTopics, "paused topic"))
+			b.Remedy = "resume with `POST /api/resume` " + resumeBody(paused)
+			b.Summary += "; " + b.Remedy
+		}
 		return b
 	}
-	b.Summary = Count(b.Records) + " records behind"
-	if b.Records == 1 {
-		b.Summary = "1 record behind"
-	}
+	b.Summary = records(b.Records) + " behind"
 	if b.BehindBy > 0 {
 		b.Summary += ", the oldest from " + Ago(b.BehindBy) + " ago"
 	}
-	if b.RecordsPerSec >= 0.01 {
+	last := lag.LastDelivered
+	if tp.LastDelivered.After(last) {
+		last = tp.LastDelivered
+	}
+	switch {
+	case failing || b.RecordsPerSec < 0.01:
+		b.RecordsPerSec, b.NotMoving, b.NotMovingSince = 0, true, last
+		if last.IsZero() {
+			b.Summary += ", not moving (no delivery known)"
+		} else {
+			b.Summary += fmt.Sprintf(", not moving since %s (%s ago)", last.UTC().Format("15:04:05Z"), Ago(lag.Time.Sub(last)))
+		}
+	default:
 		b.ETA = time.Duration(float64(b.Records) / b.RecordsPerSec * float64(time.Second))
 		rate := Count(int64(math.Round(b.RecordsPerSec))) + " events/s"
 		if tp.Throttled > 0 {
@@ -468,10 +566,28 @@ func NewBacklog(lag *LagReport, tp Throughput) Backlog {
 		} else {
 			b.Summary += fmt.Sprintf(", about %s at %s", Ago(b.ETA), rate)
 		}
-	} else {
-		b.Summary += fmt.Sprintf(", not moving (no event delivered in the last %s)", Ago(max(tp.Window, time.Second)))
+	}
+	if b.Paused > 0 {
+		b.Summary += fmt.Sprintf("; and %s in %s", records(b.Paused), plural(b.PausedTopics, "paused topic"))
 	}
 	return b
+}
+
+// records is n records in words: "1 record", "3,000 records".
+func records(n int64) string {
+	if n == 1 {
+		return "1 record"
+	}
+	return Count(n) + " records"
+}
+
+// resumeBody is the body of the resume call for the topics.
+func resumeBody(topics map[string]bool) string {
+	names := slices.Sorted(maps.Keys(topics))
+	if len(names) == 1 {
+		return fmt.Sprintf(`{"topic":%q}`, names[0])
+	}
+	return fmt.Sprintf(`{"topics":["%s"]}`, strings.Join(names, `","`))
 }
 
 // sends is n sends in words: "1 send", "2,400 sends".

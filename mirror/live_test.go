@@ -62,8 +62,8 @@ func TestOutageInsideAFollowingDrain(t *testing.T) {
 	if seen.OK || time.Now().After(until) {
 		t.Fatalf("the status stayed OK during the outage, while the drain ran: %+v", seen)
 	}
-	if !strings.Contains(seen.Reason, "sends to event hub prod.test1") {
-		t.Errorf("the reason does not name the failing sends: %q", seen.Reason)
+	if !strings.HasPrefix(seen.Reason, "Event Hubs fails the sends") || !strings.Contains(seen.Problems[0].Message, "sends to event hub prod.test") {
+		t.Errorf("the reason does not name Event Hubs failing the sends, or the problem the place: %q %v", seen.Reason, seen.Problems)
 	}
 	// Another instance, which runs no drain, sees it from Kafka alone once
 	// the oldest refused record is older than its MIRROR_MAX_BACKLOG_AGE.

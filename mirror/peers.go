@@ -205,13 +205,18 @@ func peerProblems(recs map[TopicPartition]string, self string, now time.Time) []
 		for _, o := range r.Outages {
 			p := outageProblem(o, r.Run, now)
 			p.Message += seen
+			p.Error += seen
 			if prev, ok := byPlace[o.key()]; !ok || prev.Since.After(p.Since) {
 				byPlace[o.key()] = p
 			}
 		}
 		if r.More > 0 {
 			key := "more\x00" + r.Instance + "\x00" + r.Run
-			byPlace[key] = Problem{Kind: KindError, Partition: -1, Run: r.Run, Since: r.At,
+			kind := KindError
+			if len(r.Outages) > 0 {
+				kind = r.Outages[0].Kind // the same root cause as the places it names
+			}
+			byPlace[key] = Problem{Kind: kind, Partition: -1, Run: r.Run, Since: r.At,
 				Message: fmt.Sprintf("and %s failing in the same drain%s", plural(r.More, "more place"), seen)}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxCommitMetadata is Kafka's default offset.metadata.max.bytes: a commit
@@ -54,6 +55,11 @@ type commitMeta struct {
 	// remembers above a commit only while the commit still carries the
 	// token it had when the process's drain ended (acked.go).
 	Writer string
+	// Acked ("ack=<Unix ms>") is when Event Hubs last acknowledged a
+	// record of the partition before the commit: every instance reads it
+	// with the committed offsets, so "last delivered" is the same on
+	// every instance, whichever drained. Zero when unknown.
+	Acked time.Time
 }
 
 // encode renders m; it fails when the result would exceed
@@ -109,6 +115,10 @@ func (m commitMeta) encode() (string, error) {
 			b.WriteString(strconv.FormatInt(m.Floors[id], 10))
 		}
 	}
+	if !m.Acked.IsZero() {
+		b.WriteString(" ack=")
+		b.WriteString(strconv.FormatInt(m.Acked.UnixMilli(), 10))
+	}
 	if b.Len() > maxCommitMetadata {
 		return "", fmt.Errorf("commit metadata: %d bytes, Kafka keeps at most %d", b.Len(), maxCommitMetadata)
 	}
@@ -149,6 +159,10 @@ func parseCommitMeta(s string) (m commitMeta, ok bool) {
 			m.Clean = val == "1"
 		case "seq":
 			m.Floors = parseFloors(val)
+		case "ack":
+			if n, err := strconv.ParseInt(val, 10, 64); err == nil && n > 0 {
+				m.Acked = time.UnixMilli(n)
+			}
 		case "from":
 			if n, err := strconv.ParseInt(val, 10, 64); err == nil && n > 0 {
 				m.From = n

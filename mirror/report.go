@@ -16,6 +16,9 @@ const (
 	StopMaxBytes    = "max bytes"
 	StopMaxDuration = "max duration"
 	StopRebalanced  = "group rebalanced"
+	// StopKafkaDown: the drain lost its claim while Kafka could not be
+	// reached (its fetches or commits failed), not to a rebalance.
+	StopKafkaDown   = "kafka unreachable"
 	StopCanceled    = "canceled"
 	StopFailed      = "failed"
 	StopNothingToDo = "no partitions"
@@ -394,9 +397,21 @@ func (d *drain) fill(ctx context.Context, rep *Report, stopped string, latency *
 			rep.Stopped = StopFailed
 		}
 	}
+	if rep.Stopped == StopRebalanced && d.kafkaFailed(rep) {
+		rep.Stopped = StopKafkaDown
+	}
 	d.dedupReport(rep)
 	d.m.busyLag(ctx, rep)
 	sortReports(rep.Partitions)
+}
+
+// kafkaFailed reports whether the drain's fetches from Kafka failed, or a
+// drain error says Kafka could not be reached.
+func (d *drain) kafkaFailed(rep *Report) bool {
+	if slices.ContainsFunc(d.live.attempted(), func(o Outage) bool { return o.Kind == KindKafka }) {
+		return true
+	}
+	return slices.ContainsFunc(rep.Errors, func(e string) bool { return textCause(e) != "" })
 }
 
 func sortReports(prs []PartitionReport) {

@@ -352,7 +352,7 @@ func (s *sender) retry(ctx context.Context, what string, op func() error) error 
 		if !busy {
 			// Throttling at the namespace's quota is progress at the
 			// quota, not an outage (the report counts it).
-			where.Kind = errorKind(err)
+			where.Kind = eventHubsKind(err)
 			s.d.live.failed(where, err)
 		}
 		switch {

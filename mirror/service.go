@@ -61,7 +61,7 @@ func (s *Service) Health(lag *LagReport) Health {
 		s.health.kafkaAnswered()
 		s.kafkaAnswered()
 	}
-	return s.health.snapshot(s.mirror.Running())
+	return s.health.snapshot(s.mirror.Running(), s.mirror.live.recoveredAfter)
 }
 
 // kafkaAnswered clears the last error of catch-ups whose last drain only

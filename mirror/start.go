@@ -60,6 +60,7 @@ func (d *drain) prepare(ctx context.Context, got []TopicPartition, assigned map[
 			continue
 		}
 		ps := d.addState(tp, hubName, committed)
+		ps.priorAck = cm.Acked
 		d.begin(ps, committed, sp.from, wm)
 		d.takeAcked(ps)
 	}

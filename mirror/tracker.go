@@ -50,11 +50,14 @@ type partitionState struct {
 	verified int64
 	records  int64
 	bytes    int64
-	// lastAck is when Event Hubs last acknowledged one of its records.
-	lastAck time.Time
-	skipped []int64
-	first   int64
-	last    int64
+	// lastAck is when Event Hubs last acknowledged one of its records;
+	// priorAck the time an earlier drain stored with the committed offset
+	// (commit metadata "ack"), carried into this drain's commits.
+	lastAck  time.Time
+	priorAck time.Time
+	skipped  []int64
+	first    int64
+	last     int64
 	// sentMax is the highest offset whose event was part of a send, -1
 	// if none; tracked with deduplication on.
 	sentMax int64

@@ -125,6 +125,17 @@ type Page struct {
 	Refresh  int
 	Lag      *mirror.LagReport
 	LagError string
+	// LastLag is the last lag known when Lag could not be read: the table
+	// shows it with its time rather than nothing.
+	LastLag *mirror.LagReport
+	// History is the lag and delivered rate over the last hour; Chart is
+	// it drawn, set by Render.
+	History []mirror.HistoryPoint
+	Chart   *Chart
+	// LastDelivered is when Event Hubs last acknowledged a record, by any
+	// instance (the lag's, stored with the commits) or this one; set by
+	// Render.
+	LastDelivered time.Time
 	// MaxLag is the largest partition lag (the full bar); set by Render.
 	MaxLag  int64
 	CatchUp *mirror.CatchUpStatus
@@ -142,6 +153,16 @@ type Page struct {
 func Render(w io.Writer, p Page) error {
 	if p.Refresh <= 0 {
 		p.Refresh = DefaultRefresh
+	}
+	if p.Lag == nil && p.LastLag != nil {
+		p.Lag = p.LastLag
+	}
+	p.Chart = newChart(p.History)
+	if p.Lag != nil {
+		p.LastDelivered = p.Lag.LastDelivered
+	}
+	if tp := p.Throughput; tp != nil && tp.LastDelivered.After(p.LastDelivered) {
+		p.LastDelivered = tp.LastDelivered
 	}
 	if p.Lag != nil {
 		for _, pl := range p.Lag.Partitions {

@@ -62,10 +62,12 @@ func TestRenderTimeAndCauses(t *testing.T) {
 	}
 	lag := &mirror.LagReport{Total: 3_200_000, BehindBy: 200 * time.Second, LastDelivered: now.Add(-2 * time.Second), Partitions: []mirror.PartitionLag{
 		{Topic: "a", Hub: "a", Lag: 3_200_000, BehindBy: 200 * time.Second, LastDelivered: now.Add(-2 * time.Second)}, {Topic: "a", Partition: 1, Hub: "a"}}}
-	b := mirror.NewBacklog(lag, mirror.Throughput{RecordsPerSec: 1000, Window: 5 * time.Minute})
+	b := mirror.NewBacklog(lag, mirror.Throughput{CurrentPerSec: 1000, RecordsPerSec: 1000, Window: 5 * time.Minute}, nil, false)
+	hist := []mirror.HistoryPoint{{At: now.Add(-time.Hour), Lag: 10}, {At: now.Add(-30 * time.Minute), Lag: 3_200_000}, {At: now, Lag: 3_200_000, RecordsPerSec: 1000}}
 	var out strings.Builder
 	err := Render(&out, Page{Time: now, Causes: mirror.Causes(probs), Lag: lag, Backlog: &b,
-		Throughput: &mirror.Throughput{RecordsPerSec: 1000, BytesPerSec: 2.5e6, Window: 5 * time.Minute, LastDelivered: now.Add(-2 * time.Second)},
+		Throughput: &mirror.Throughput{CurrentPerSec: 1000, RecordsPerSec: 1000, BytesPerSec: 2.5e6, Window: 5 * time.Minute, LastDelivered: now.Add(-2 * time.Second)},
+		History:    hist,
 		Running:    []mirror.RunningDrain{{Run: "timer", Started: now.Add(-10 * time.Second), Deadline: now.Add(time.Minute), Records: 1234}},
 		NextTick:   now.Add(30 * time.Second),
 		KafkaAuth:  "oauthbearer as mirror-client, token valid until 2026-12-03 07:55:00Z",
@@ -77,11 +79,11 @@ func TestRenderTimeAndCauses(t *testing.T) {
 	page := out.String()
 	for _, want := range []string{
 		`<meta http-equiv="refresh" content="15">`,
-		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `docs/deploying.md#troubleshooting">docs</a>`, "since 2026-12-03 06:57:00Z (3 min)",
+		"unauthorized on 5 event hubs (InvalidSignature)", "Azure Event Hubs Data Sender", `docs/deploying.md#troubleshooting">docs</a>`, "for 3 min (since 2026-12-03 06:57:00Z)",
 		"3,200,000 records behind, the oldest from 3 min 20 s ago, about 53 min 20 s at 1,000 events/s",
-		`behind by <span id="behind-by">3 min 20 s</span>`, "1,000 records/s, 2.50 MB/s over the last 5 min", "next tick 2026-12-03 07:00:30Z",
+		`behind by <span id="behind-by">3 min 20 s</span>`, "1,000 records/s now, 1,000 records/s, 2.50 MB/s over the last 5 min in this instance", `<polyline class="lag" points="0.0,89.0 300.0,1.0 600.0,1.0"/>`, "next tick 2026-12-03 07:00:30Z",
 		`<table id="running">`, "1,234",
-		`, last record delivered <span id="last-delivered">2 s ago</span>`, `<td class="n delivered"><span title="2026-12-03 06:59:58Z">2 s ago</span></td>`, `<td class="n delivered"></td>`, `<td class="n lag-after">unknown</td>`, "2 errors, the first: x",
+		`, last record delivered <span id="last-delivered">2026-12-03 06:59:58Z (2 s ago)</span>`, `<td class="n delivered"><span title="2026-12-03 06:59:58Z">2 s ago</span></td>`, `<td class="n delivered"></td>`, `<td class="n lag-after">unknown</td>`, "2 errors, the first: x",
 		`<div id="kafka-auth" class="muted">kafka authentication: oauthbearer as mirror-client, token valid until 2026-12-03 07:55:00Z</div>`,
 	} {
 		if !strings.Contains(page, want) {
