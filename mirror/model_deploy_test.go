@@ -223,7 +223,10 @@ func (md *model) recreateLate(rt *rapid.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	claim, err := md.admin.Claim(ctx, []string{"m.b"})
+	// The late commit comes from a mirror process, whose claims subscribe
+	// to every mirrored topic (invariant 8): a claim of m.b alone would
+	// let Kafka's expiry (the model's expire) take the others' offsets.
+	claim, err := md.admin.Claim(ctx, []string{"m.a", "m.b", "m.c"})
 	if err == nil {
 		err = claim.CommitWithMetadata(ctx, map[mirror.TopicPartition]mirror.CommitOffset{tp: old})
 		_ = claim.Release(ctx)
