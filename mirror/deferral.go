@@ -34,10 +34,13 @@ type deferral struct {
 	ends map[TopicPartition]int64
 }
 
-// newDeferral returns a deferral judged over windows of window, at least
-// CatchUpDeferWindow and three commits.
-func newDeferral(commitEvery time.Duration) *deferral {
-	return &deferral{window: max(CatchUpDeferWindow, 3*commitEvery)}
+// newDeferral returns the deferral of a catch-up that lasts at most
+// maxDuration, whose windows last CatchUpDeferWindow, or half of
+// maxDuration when that is shorter (a catch-up keeps at least half its
+// time to drain), but never less than two commits (commitEvery) of the
+// drains watched, which a shorter window could not see.
+func newDeferral(maxDuration, commitEvery time.Duration) *deferral {
+	return &deferral{window: max(2*commitEvery, min(CatchUpDeferWindow, maxDuration/2))}
 }
 
 // start opens a window at now from lag (nil when it could not be read).

@@ -262,7 +262,7 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 	limits := s.limits
 	limits.Topics = req.Topics
 	backoff := s.mirror.opts.RetryBackoff
-	watch := newDeferral(s.mirror.opts.CommitInterval)
+	watch := newDeferral(req.MaxDuration, s.mirror.opts.CommitInterval)
 	for {
 		if ctx.Err() != nil {
 			s.finish(c)
