@@ -117,7 +117,12 @@ func concurrentDrains(t *testing.T, id, title string, dedup bool) {
 	wg.Go(func() {
 		for !stopped() {
 			e.inject("catch-up started")
-			code, cu, err := a.startCatchUp(ctx, `{"max_duration":"4s"}`)
+			// B's member is in the group all along (B follows): a catch-up
+			// first watches B's drains for up to half its max duration
+			// (mirror.CatchUpDeferWindow), and joins when they do not
+			// bring the lag down (the producer outpaces them), so 8 s
+			// leave it about 4 s of drains.
+			code, cu, err := a.startCatchUp(ctx, `{"max_duration":"8s"}`)
 			if err != nil || (code != http.StatusAccepted && code != http.StatusOK) {
 				t.Errorf("catch-up: %d %+v %v", code, cu, err)
 				return

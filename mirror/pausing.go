@@ -118,8 +118,8 @@ func resumedCatchUp(names []string) (CatchUpRequest, error) {
 // the instance that runs the timer); without a follower here, it starts a
 // catch-up narrowed to the resumed topics when none is running, so their
 // backlog is mirrored at once instead of at the next tick (in another
-// instance's follower's presence, the catch-up watches it: see
-// Service.watchOthers).
+// instance's follower's presence, the catch-up watches it while it makes
+// progress: see deferral).
 func (s *Service) SetPaused(ctx context.Context, sel TopicSelection, paused bool, by, reason string) ([]Pause, error) {
 	ps, err := s.mirror.SetPausedTopics(ctx, sel, paused, by, reason)
 	if err != nil || paused || len(ps) == 0 {

@@ -262,15 +262,16 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 	limits := s.limits
 	limits.Topics = req.Topics
 	backoff := s.mirror.opts.RetryBackoff
+	watch := newDeferral(req.MaxDuration, s.mirror.opts.CommitInterval)
 	for {
 		if ctx.Err() != nil {
 			s.finish(c)
 			return
 		}
-		if watching, caughtUp := s.watchOthers(ctx, c, req); caughtUp {
+		if watching, caughtUp := s.watchOthers(ctx, c, req, watch); caughtUp {
 			return
 		} else if watching {
-			// Another instance's drain mirrors the group: watch its lag.
+			// Other instances' drains mirror the partitions: watch the lag.
 			if sleep(ctx, backoff) {
 				backoff = min(backoff*2, time.Second)
 			}
@@ -281,6 +282,7 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 			lim.MaxDuration = min(max(lim.MaxDuration, time.Second), time.Until(d))
 		}
 		rep, _ := s.drain(ctx, run, TriggerCatchUp, lim)
+		watch.reset()
 		c.mu.Lock()
 		c.status.Drains++
 		c.status.Records += rep.Records
@@ -310,35 +312,6 @@ func (s *Service) runCatchUp(c *catchUp, req CatchUpRequest) {
 			backoff = s.mirror.opts.RetryBackoff
 		}
 	}
-}
-
-// watchOthers reports whether the group has members in other instances,
-// whose drains mirror its partitions (in follow mode, the follower of the
-// instance that runs the timer holds them for hours): the catch-up does
-// not join, since that would rebalance them and cut their drains short
-// (the follower would stop until the next tick). It measures the lag
-// instead, and marks c caught up when there is none; it drains itself
-// once the group has no other member.
-func (s *Service) watchOthers(ctx context.Context, c *catchUp, req CatchUpRequest) (watching, caughtUp bool) {
-	ctl := s.mirror.opts.Control
-	if ctl == nil {
-		return false, false
-	}
-	if n, err := ctl.OtherMembers(ctx); err != nil || n == 0 {
-		return false, false
-	}
-	lag, err := s.mirror.Lag(ctx, req.Topics)
-	if err != nil {
-		return true, false
-	}
-	caughtUp = lag.Unpaused() == 0
-	c.update(func(st *CatchUpStatus) {
-		st.Lag = lag.Unpaused()
-		if caughtUp {
-			st.State, st.Ended = CatchUpCaughtUp, time.Now()
-		}
-	})
-	return true, caughtUp
 }
 
 // finish marks a run that ran out of time, or was canceled by Close.
