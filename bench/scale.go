@@ -367,3 +367,27 @@ func printScale(b io.Writer, rs []ScaleResult) {
 		}
 	}
 }
+
+// scaleTargets checks every scale-out round: nothing mirrored twice and,
+// with more than one process, issue 48's incremental rebalancing (a
+// process joining ends no drain whose partitions stay). The bench counts
+// the drains a rebalance ended, not which of their partitions moved, so a
+// drain ended because its own partition moved counts against the target
+// too. Throughput has no target here: the processes share two cores with
+// kfake and the emulator.
+func scaleTargets(rs []ScaleResult) []Target {
+	var out []Target
+	for _, r := range rs {
+		name := fmt.Sprintf("scale-out %d process(es), round %d", r.Processes, r.Round)
+		out = append(out, verdict(r.Duplicates == 0, "%s: %d duplicates (target 0)", name, r.Duplicates))
+		if r.Processes < 2 {
+			continue
+		}
+		ended := 0
+		for _, p := range r.PerProcess {
+			ended += p.Rebalanced
+		}
+		out = append(out, verdict(ended == 0, "%s: %d drains ended by a rebalance (issue 48's target: 0, incremental rebalancing)", name, ended))
+	}
+	return out
+}

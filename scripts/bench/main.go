@@ -45,9 +45,10 @@ func run() error {
 	}
 
 	var cfg bench.Config
-	var cases, profile, out string
+	var cases, profile, out, results string
+	var tables bool
 	flag.BoolVar(&cfg.Quick, "quick", false, "smoke run: 2,000 records per case, one round, few samples")
-	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send and mirror per case; the fastest counts (default 2, quick 1)")
+	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send, parallel and mirror per case; the median round counts (default 3, quick 1)")
 	flag.Int64Var(&cfg.Records, "records", 0, "records per case (0: size each case for -seconds of mirroring)")
 	flag.Float64Var(&cfg.Seconds, "seconds", 10, "target seconds of each case's mirror drain when -records is 0")
 	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota,scale-out; on request also 100B-headers,1KiB-headers)")
@@ -76,9 +77,14 @@ func run() error {
 	flag.Int64Var(&cfg.MaxBacklogBytes, "max-backlog-bytes", 0, "cap on one case's backlog in value bytes (default 2 GiB)")
 	flag.StringVar(&cfg.HandlerBinary, "handler", "", "a built handler binary (default: build ./handler into .bench)")
 	flag.StringVar(&out, "out", "", "JSON output (default .bench/latest.json in the repository)")
+	flag.StringVar(&results, "results", "", "also write the run's JSON, trimmed, to this file (bench/results/NAME.json, to commit and quote in a generated table)")
+	flag.BoolVar(&tables, "tables", false, "rewrite the generated tables of docs/performance.md from the bench/results/ files their markers name, and exit (runs nothing)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if tables {
+		return writeTables()
 	}
 
 	for v := range strings.SplitSeq(follow, ",") {
@@ -180,6 +186,42 @@ func run() error {
 		} else {
 			cfg.Logger.Info("wrote " + out)
 		}
+		if results != "" {
+			if werr := res.WriteTrimmedJSON(results); werr != nil {
+				err = errors.Join(err, werr)
+			} else {
+				cfg.Logger.Info("wrote " + results)
+			}
+		}
 	}
 	return err
+}
+
+// writeTables rewrites the generated tables of bench.TableDocs in the
+// repository this runs in.
+func writeTables() error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := bench.ModuleRoot(wd)
+	if err != nil {
+		return err
+	}
+	read := func(path string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(path))) }
+	for _, doc := range bench.TableDocs {
+		path := filepath.Join(root, filepath.FromSlash(doc))
+		old, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text, err := bench.GenerateTables(old, read)
+		if err != nil {
+			return fmt.Errorf("%s: %w", doc, err)
+		}
+		if err := os.WriteFile(path, text, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
