@@ -164,6 +164,10 @@ func (r *Results) JSON() []map[string]any {
 		out = append(out, map[string]any{"case": fmt.Sprintf("quota/%s/%dTU", q.Case, q.Units), "quota": q})
 	}
 	out = append(out, scaleRows(r.Scale)...)
+	for _, c := range r.Cluster {
+		out = append(out, map[string]any{"case": c.Layout.Name, "cluster": c, "mb_per_s": round2(c.MBPerSecond()), "ratio_vs_20_partitions": round2(ratio(c.MBPerSecond(), r.mbps20())),
+			"peak_rss_mb": mb(c.PeakRSS), "peak_rss_bound_mb": round2((TargetClusterRSSFactor*float64(c.InFlightBytes) + TargetClusterRSSOverhead) / 1e6)})
+	}
 	for _, l := range r.Latency {
 		name := "latency-follow-off"
 		if l.Follow {
@@ -282,6 +286,11 @@ func (r *Results) PrintTable(w io.Writer) error {
 			l.Run, l.Follow, l.Rate, l.Size, l.Seconds, l.Schedule, l.P50Ms, l.P99Ms, l.MaxMs, l.Mirrored, l.Produced, l.Invocations, l.StallMaxMs, l.StallSecondsOver100ms, l.LoadAvg[0], l.LoadAvg[1])
 	}
 	printScale(&b, r.Scale)
+	for _, c := range r.Cluster {
+		fmt.Fprintf(&b, "\n%s (%d topics × %d partitions into %d hubs): %d records of 1 KiB in %.1f s, %.1f MB/s (÷ 20 partitions %.2f); first record sent %.2f s after the invocation; peak RSS %.0f MB (bound %.0f MB), %.0f MB idle; Kafka connections %d catching up, %d idle, %.1f requests/s idle; Event Hubs connections %d; load %s -> %s\n",
+			c.Layout.Name, len(c.Layout.Topics), c.Layout.Partitions, len(c.Layout.Hubs), c.Records, c.CatchUpSeconds, c.MBPerSecond(), ratio(c.MBPerSecond(), r.mbps20()), c.FirstSentSeconds,
+			mb(c.PeakRSS), (TargetClusterRSSFactor*float64(c.InFlightBytes)+TargetClusterRSSOverhead)/1e6, mb(c.IdleRSS), c.KafkaConnsCatchUp, c.KafkaConnsIdle, c.IdleRequestsPerSec, c.EventHubsConns, c.LoadAvg[0], c.LoadAvg[1])
+	}
 	fmt.Fprintf(&b, "\nidle drain (warm process): median %.1f ms of %d %v\n", median(r.IdleDrainsMs), len(r.IdleDrainsMs), r.IdleDrainsMs)
 	fmt.Fprintf(&b, "handler start-to-ready: median %.1f ms of %d %v\n\n", median(r.StartToReadyMs), len(r.StartToReadyMs), r.StartToReadyMs)
 	for _, t := range r.Targets() {
@@ -395,6 +404,7 @@ func (r *Results) Targets() []Target {
 	}
 	out = append(out, quotaTargets(r.Quota)...)
 	out = append(out, scaleTargets(r.Scale)...)
+	out = append(out, clusterTargets(r.Cluster, r.mbps20())...)
 	if len(r.IdleDrainsMs) > 0 {
 		check(median(r.IdleDrainsMs) < TargetIdleDrainMs, "idle drain: median %.1f ms (target < %.0f ms)", median(r.IdleDrainsMs), TargetIdleDrainMs)
 	}
@@ -411,4 +421,15 @@ func readShares(t *mirror.ReadTime) string {
 		return "-"
 	}
 	return t.Shares()
+}
+
+// mbps20 is the 20-partition 1 KiB keyed case's mirror MB/s in this run,
+// the cluster-sized cases' reference (0 when it did not run).
+func (r *Results) mbps20() float64 {
+	for _, c := range r.Cases {
+		if c.Shape.Name == "1KiB-keyed" {
+			return c.Mirror.MBPerSecond()
+		}
+	}
+	return 0
 }

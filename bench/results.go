@@ -154,6 +154,8 @@ type Results struct {
 	Quota []QuotaResult `json:"quota,omitempty"`
 	// Scale are the scale-out case's rounds.
 	Scale []ScaleResult `json:"scale,omitempty"`
+	// Cluster are issue 48's cluster-sized cases.
+	Cluster []ClusterResult `json:"cluster,omitempty"`
 	// IdleDrainsMs are every case's idle drains, in milliseconds.
 	IdleDrainsMs []float64 `json:"idle_drains_ms"`
 	// StartToReadyMs are the handler's start-to-ready samples.

@@ -69,6 +69,9 @@ type Config struct {
 	Quota *QuotaConfig
 	// Scale, when non-nil, runs the scale-out case (see ScaleConfig).
 	Scale *ScaleConfig
+	// Cluster, when non-nil, runs issue 48's cluster-sized cases (see
+	// ClusterConfig).
+	Cluster *ClusterConfig
 	// Logger receives progress. Default: text on stderr.
 	Logger *slog.Logger
 	// ChildStderr receives the children's diagnostics. Default os.Stderr.
@@ -196,6 +199,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	if cfg.Scale != nil {
 		sr, err := runScale(ctx, cfg, *cfg.Scale)
 		res.Scale = append(res.Scale, sr...)
+		if err != nil {
+			return res, err
+		}
+	}
+	if cfg.Cluster != nil {
+		cr, err := runCluster(ctx, cfg, *cfg.Cluster)
+		res.Cluster = append(res.Cluster, cr...)
 		if err != nil {
 			return res, err
 		}

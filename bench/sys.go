@@ -24,8 +24,12 @@ func cpuTime() time.Duration {
 
 // procStatus returns a "VmXxx:" field of /proc/self/status in bytes, or -1
 // where it is unavailable.
-func procStatus(field string) int64 {
-	data, err := os.ReadFile("/proc/self/status")
+func procStatus(field string) int64 { return procStatusOf("/proc/self/status", field) }
+
+// procStatusOf returns a "VmXxx:" field of a /proc/PID/status file in
+// bytes, or -1 where it is unavailable.
+func procStatusOf(path, field string) int64 {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return -1
 	}
