@@ -70,12 +70,18 @@ func readPhase(ctx context.Context, spec ChildSpec, m *meter) error {
 		return err
 	}
 	defer closeSource()
+	return measureWork(ctx, spec, m, read)
+}
+
+// measureWork times w on m, within spec.Timeout, and records the records
+// and bytes it handled.
+func measureWork(ctx context.Context, spec ChildSpec, m *meter, w work) error {
 	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
 	defer cancel()
 	if err := m.start(); err != nil {
 		return err
 	}
-	n, b, werr := read(ctx)
+	n, b, werr := w(ctx)
 	if err := errors.Join(werr, m.stop()); err != nil {
 		return err
 	}
@@ -161,26 +167,22 @@ func parallelPhase(ctx context.Context, spec ChildSpec, m *meter) error {
 		return err
 	}
 	defer closeSink()
-	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
-	defer cancel()
-	if err := m.start(); err != nil {
-		return err
+	both := func(ctx context.Context) (n, b int64, err error) {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			n, b, err = read(gctx)
+			return err
+		})
+		g.Go(func() error {
+			_, _, err := send(gctx)
+			return err
+		})
+		return n, b, g.Wait()
 	}
-	var n, b int64
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		n, b, err = read(gctx)
-		return err
-	})
-	g.Go(func() error {
-		_, _, err := send(gctx)
-		return err
-	})
-	if err := errors.Join(g.Wait(), m.stop()); err != nil {
+	if err := measureWork(ctx, spec, m, both); err != nil {
 		return err
 	}
 	m.res.Counters = cnt.snapshot()
-	m.res.Records, m.res.Bytes = n, b
 	return nil
 }
 
@@ -221,17 +223,10 @@ func sendPhase(ctx context.Context, spec ChildSpec, m *meter) error {
 		return err
 	}
 	defer closeSink()
-	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
-	defer cancel()
-	if err := m.start(); err != nil {
-		return err
-	}
-	n, b, werr := send(ctx)
-	if err := errors.Join(werr, m.stop()); err != nil {
+	if err := measureWork(ctx, spec, m, send); err != nil {
 		return err
 	}
 	m.res.Counters = cnt.snapshot()
-	m.res.Records, m.res.Bytes = n, b
 	return nil
 }
 
