@@ -97,9 +97,13 @@ type ClusterResult struct {
 	// are the most client connections open at the brokers' proxies during
 	// the catch-up and the idle follow; IdleRequestsPerSec the Kafka
 	// requests a second during the idle follow.
-	Brokers            int     `json:"brokers"`
-	KafkaConnsCatchUp  int64   `json:"kafka_connections_catch_up"`
-	KafkaConnsIdle     int64   `json:"kafka_connections_idle"`
+	Brokers           int   `json:"brokers"`
+	KafkaConnsCatchUp int64 `json:"kafka_connections_catch_up"`
+	KafkaConnsIdle    int64 `json:"kafka_connections_idle"`
+	// KafkaConnsIdleEnd are the connections open when the idle follow
+	// ended: fewer than KafkaConnsIdle when the most were an overlap (a
+	// drain handed over at a tick), as many when connections stay open.
+	KafkaConnsIdleEnd  int64   `json:"kafka_connections_idle_end"`
 	IdleRequestsPerSec float64 `json:"kafka_requests_per_s_idle"`
 	IdleSeconds        float64 `json:"idle_seconds"`
 	// EventHubsConns is the most AMQP connections the emulator had open.
@@ -191,7 +195,8 @@ func clusterInfra(ctx context.Context, l ClusterLayout, perPartition int64) (*kf
 		closeProxies()
 		return nil, nil, nil, err
 	}
-	// The loader goes to kfake directly, not through the counting proxy.
+	// The loader goes through the proxy too (the broker advertises it); it
+	// is closed before the handler starts.
 	producer, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(200_000),
 		kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck()))
@@ -269,7 +274,14 @@ func clusterRun(ctx context.Context, cfg Config, appDir string, l ClusterLayout,
 	if err != nil {
 		return res, fmt.Errorf("kafka source: %w", err)
 	}
-	defer func() { _ = watcher.Close() }()
+	watcherOpen := true
+	closeWatcher := func() {
+		if watcherOpen {
+			_ = watcher.Close()
+			watcherOpen = false
+		}
+	}
+	defer closeWatcher()
 	var tps []mirror.TopicPartition
 	for _, t := range l.Topics {
 		for p := range l.Partitions {
@@ -348,8 +360,12 @@ func clusterRun(ctx context.Context, cfg Config, appDir string, l ClusterLayout,
 		return res, fmt.Errorf("the group committed every partition's end but the emulator stored %d events of %d", got, total)
 	}
 
-	// The idle follow: nothing to read, the handler keeps following.
-	// The watcher stops asking, so every request counted is the handler's.
+	// The idle follow: nothing to read, the handler keeps following. The
+	// watcher is closed, so every connection and request counted is the
+	// handler's.
+	closeWatcher()
+	time.Sleep(200 * time.Millisecond) // its connections close at the proxy
+	watcherConns = 0
 	requests := func() int64 {
 		var n int64
 		for _, p := range proxies {
@@ -368,6 +384,7 @@ func clusterRun(ctx context.Context, cfg Config, appDir string, l ClusterLayout,
 		res.EventHubsConns = max(res.EventHubsConns, emu.Stats().ConnectionsOpen)
 	}
 	res.IdleSeconds = time.Since(i0).Seconds()
+	res.KafkaConnsIdleEnd = kafkaConns() - watcherConns
 	res.IdleRequestsPerSec = float64(requests()-r0) / res.IdleSeconds
 	if pid := h.PID(); pid > 0 {
 		res.IdleRSS = procStatusOf("/proc/"+strconv.Itoa(pid)+"/status", "VmRSS")

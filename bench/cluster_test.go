@@ -38,7 +38,7 @@ func TestClusterCaseMeasuresTheHandler(t *testing.T) {
 	if r.PeakRSS <= 0 || r.IdleRSS <= 0 || r.InFlightBytes <= 0 {
 		t.Errorf("peak RSS %d, idle RSS %d, in-flight bound %d", r.PeakRSS, r.IdleRSS, r.InFlightBytes)
 	}
-	if r.Brokers != 1 || r.KafkaConnsCatchUp < 1 || r.KafkaConnsIdle < 1 || r.IdleRequestsPerSec <= 0 || r.IdleSeconds < 3 {
+	if r.Brokers != 1 || r.KafkaConnsCatchUp < 1 || r.KafkaConnsIdle < 1 || r.KafkaConnsIdleEnd < 1 || r.KafkaConnsIdleEnd > r.KafkaConnsIdle || r.IdleRequestsPerSec <= 0 || r.IdleSeconds < 3 {
 		t.Errorf("Kafka: %d brokers, connections %d catching up and %d idle, %v requests/s over %v s idle", r.Brokers, r.KafkaConnsCatchUp, r.KafkaConnsIdle, r.IdleRequestsPerSec, r.IdleSeconds)
 	}
 	// Follow mode: one invocation follows until the next minute's tick,

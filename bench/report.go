@@ -287,9 +287,9 @@ func (r *Results) PrintTable(w io.Writer) error {
 	}
 	printScale(&b, r.Scale)
 	for _, c := range r.Cluster {
-		fmt.Fprintf(&b, "\n%s (%d topics × %d partitions into %d hubs): %d records of 1 KiB in %.1f s, %.1f MB/s (÷ 20 partitions %.2f); first record sent %.2f s after the invocation; peak RSS %.0f MB (bound %.0f MB), %.0f MB idle; Kafka connections %d catching up, %d idle, %.1f requests/s idle; Event Hubs connections %d; load %s -> %s\n",
+		fmt.Fprintf(&b, "\n%s (%d topics × %d partitions into %d hubs): %d records of 1 KiB in %.1f s, %.1f MB/s (÷ 20 partitions %.2f); first record sent %.2f s after the invocation; peak RSS %.0f MB (bound %.0f MB), %.0f MB idle; Kafka connections %d catching up, %d idle (%d at its end), %.1f requests/s idle; Event Hubs connections %d; load %s -> %s\n",
 			c.Layout.Name, len(c.Layout.Topics), c.Layout.Partitions, len(c.Layout.Hubs), c.Records, c.CatchUpSeconds, c.MBPerSecond(), ratio(c.MBPerSecond(), r.mbps20()), c.FirstSentSeconds,
-			mb(c.PeakRSS), (TargetClusterRSSFactor*float64(c.InFlightBytes)+TargetClusterRSSOverhead)/1e6, mb(c.IdleRSS), c.KafkaConnsCatchUp, c.KafkaConnsIdle, c.IdleRequestsPerSec, c.EventHubsConns, c.LoadAvg[0], c.LoadAvg[1])
+			mb(c.PeakRSS), (TargetClusterRSSFactor*float64(c.InFlightBytes)+TargetClusterRSSOverhead)/1e6, mb(c.IdleRSS), c.KafkaConnsCatchUp, c.KafkaConnsIdle, c.KafkaConnsIdleEnd, c.IdleRequestsPerSec, c.EventHubsConns, c.LoadAvg[0], c.LoadAvg[1])
 	}
 	fmt.Fprintf(&b, "\nidle drain (warm process): median %.1f ms of %d %v\n", median(r.IdleDrainsMs), len(r.IdleDrainsMs), r.IdleDrainsMs)
 	fmt.Fprintf(&b, "handler start-to-ready: median %.1f ms of %d %v\n\n", median(r.StartToReadyMs), len(r.StartToReadyMs), r.StartToReadyMs)

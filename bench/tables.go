@@ -170,14 +170,14 @@ func clusterTable(runs [][]resultRow, files []string) (string, error) {
 	}
 	var b strings.Builder
 	writeRuns(&b, about, "each figure is the median over the runs")
-	b.WriteString("\n| case | records | catch-up MB/s | ÷ 20 partitions | first record sent s | peak RSS MB (bound) | idle RSS MB | Kafka connections: catch-up / idle | Kafka requests/s idle | Event Hubs connections |\n")
+	b.WriteString("\n| case | records | catch-up MB/s | ÷ 20 partitions | first record sent s | peak RSS MB (bound) | idle RSS MB | Kafka connections: catch-up / idle (most) / idle (at its end) | Kafka requests/s idle | Event Hubs connections |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, name := range order {
 		rs := byCase[name]
 		c := func(f func(ClusterResult) float64) float64 {
 			return medianOf(rs, func(r resultRow) float64 { return f(*r.Cluster) })
 		}
-		fmt.Fprintf(&b, "| `%s` | %.0f | %.1f | %.2f | %.2f | %.0f (%.0f) | %.0f | %.0f / %.0f | %.1f | %.0f |\n", name,
+		fmt.Fprintf(&b, "| `%s` | %.0f | %.1f | %.2f | %.2f | %.0f (%.0f) | %.0f | %.0f / %.0f / %.0f | %.1f | %.0f |\n", name,
 			c(func(r ClusterResult) float64 { return float64(r.Records) }),
 			medianOf(rs, func(r resultRow) float64 { return r.MBPerS }),
 			medianOf(rs, func(r resultRow) float64 { return r.RatioVs20 }),
@@ -187,6 +187,7 @@ func clusterTable(runs [][]resultRow, files []string) (string, error) {
 			c(func(r ClusterResult) float64 { return mb(r.IdleRSS) }),
 			c(func(r ClusterResult) float64 { return float64(r.KafkaConnsCatchUp) }),
 			c(func(r ClusterResult) float64 { return float64(r.KafkaConnsIdle) }),
+			c(func(r ClusterResult) float64 { return float64(r.KafkaConnsIdleEnd) }),
 			c(func(r ClusterResult) float64 { return r.IdleRequestsPerSec }),
 			c(func(r ClusterResult) float64 { return float64(r.EventHubsConns) }))
 	}
