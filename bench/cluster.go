@@ -312,8 +312,19 @@ func clusterRun(ctx context.Context, cfg Config, appDir string, l ClusterLayout,
 		defer wg.Done()
 		for runCtx.Err() == nil {
 			// Fired as the schedule fires it (its occurrence now), so the
-			// drain follows until just before the next minute's tick.
+			// drain follows until just before the next minute's tick. The
+			// schedule never fires just before its tick; an invocation
+			// fired there would not follow (mirror.MinFollowWindow) and
+			// return at once, again and again until the tick.
 			now := time.Now()
+			if tick := now.Truncate(time.Minute).Add(time.Minute); tick.Sub(now) < 2*time.Second {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-time.After(time.Until(tick)):
+				}
+				now = time.Now()
+			}
 			st := &functions.ScheduleStatus{Last: now.Add(-time.Minute), Next: now, LastUpdated: now}
 			invocations.Add(1)
 			_, err := h.InvokeTimer(runCtx, timerFunctionName, funchost.TimerInvocation{Status: st})
