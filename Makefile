@@ -101,7 +101,7 @@ conformance: ## the azeventhubs v2.0.2 SDK's own test suite against the emulator
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "make conformance: Node.js 20+ and npm are required (Azurite, the checkpoint store)"; exit 1; }
 	$(GO) run ./scripts/conformance
 
-bench: ## throughput against the Kafka-read and Event-Hubs-send limits, latency, far Kafka, TLS (writes .bench/latest.json); the emulator's own ingest
+bench: ## throughput against the Kafka-read, Event-Hubs-send and parallel limits, latency, far Kafka, TLS, quota, scale-out, 1x1000 and 200-topics (writes .bench/latest.json); the emulator's own ingest
 	$(GO) run ./scripts/bench
 	@echo "emulator ingest, full 1 MiB batches of 1 KiB events (SDK over AMQP, SDK over amqps, raw AMQP client):"
 	$(GO) test -run '^$$' -bench '^(BenchmarkIngest1KiB|BenchmarkIngest1KiBTLS|BenchmarkServerIngestRaw)$$' -benchtime 3s ./emulator

@@ -80,8 +80,14 @@ func TestQuickRun(t *testing.T) {
 		t.Fatalf("%d cases, want 2", len(res.Cases))
 	}
 	for _, c := range res.Cases {
-		if c.Records != 400 || c.Mirror.Records != 400 || c.Read.Records != 400 || c.Send.Records != 400 {
-			t.Errorf("%s: records %d, mirrored %d, read %d, sent %d; want 400 each", c.Shape.Name, c.Records, c.Mirror.Records, c.Read.Records, c.Send.Records)
+		if c.Records != 400 || c.Mirror.Records != 400 || c.Read.Records != 400 || c.Send.Records != 400 || c.Parallel.Records != 400 {
+			t.Errorf("%s: records %d, mirrored %d, read %d, sent %d, parallel %d; want 400 each", c.Shape.Name, c.Records, c.Mirror.Records, c.Read.Records, c.Send.Records, c.Parallel.Records)
+		}
+		if c.ParallelRatio() <= 0 || c.Parallel.CPUPer1k() <= 0 {
+			t.Errorf("%s: mirror ÷ parallel limit %v, parallel CPU %v; want positive", c.Shape.Name, c.ParallelRatio(), c.Parallel.CPUPer1k())
+		}
+		if c.Mirror.GoCPU.User <= 0 || c.Read.GoCPU.User <= 0 || c.Send.GoCPU.User <= 0 {
+			t.Errorf("%s: the runtime's user CPU: mirror %v, read %v, send %v; want positive", c.Shape.Name, c.Mirror.GoCPU, c.Read.GoCPU, c.Send.GoCPU)
 		}
 		if c.Ratio() <= 0 || c.Mirror.CPUPer1k() <= 0 || c.Mirror.PeakRSS <= 0 {
 			t.Errorf("%s: ratio %v, CPU %v, peak RSS %d; want positive", c.Shape.Name, c.Ratio(), c.Mirror.CPUPer1k(), c.Mirror.PeakRSS)
@@ -123,7 +129,7 @@ func TestQuickRun(t *testing.T) {
 		name, _ := o["case"].(string)
 		byCase[name] = o
 	}
-	for _, key := range []string{"case", "records_per_s", "mb_per_s", "read_limit_mb_per_s", "send_limit_mb_per_s", "ratio", "cpu_s_per_1k_records", "peak_rss_mb"} {
+	for _, key := range []string{"case", "records_per_s", "mb_per_s", "read_limit_mb_per_s", "send_limit_mb_per_s", "parallel_limit_mb_per_s", "ratio", "user_cpu_efficiency", "gc_cpu_share", "cpu_s_per_1k_records", "peak_rss_mb"} {
 		if _, ok := byCase["100B-keyless"][key]; !ok {
 			t.Errorf("case object lacks %q", key)
 		}

@@ -26,6 +26,9 @@ const (
 	// PhaseSend sends the events of every record through the Event Hubs
 	// sink, one sender per hub partition, and reads no Kafka.
 	PhaseSend = "send"
+	// PhaseParallel does PhaseRead's and PhaseSend's work at the same time
+	// in one process, on independent data.
+	PhaseParallel = "parallel"
 	// PhaseMirror drains every record through the engine, commits included.
 	PhaseMirror = "mirror"
 )
@@ -85,6 +88,10 @@ type PhaseResult struct {
 	// CPUSeconds is the child's user+system CPU time (getrusage) over the
 	// measured interval.
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// GoCPU is the runtime's estimate of where the child's CPU went over
+	// the same interval: its shares split CPUSeconds into the code's own
+	// work and the garbage collector's.
+	GoCPU GoCPU `json:"go_cpu"`
 	// PeakRSS is the child's VmHWM at the end of the measurement, reset to
 	// the then current RSS when the measurement started (PeakRSSReset).
 	PeakRSS      int64 `json:"peak_rss_bytes"`
@@ -134,6 +141,7 @@ type meter struct {
 	prof    *os.File
 	t0      time.Time
 	cpu0    time.Duration
+	goCPU0  GoCPU
 	res     *PhaseResult
 	// sampler records RSS and the live heap while the measurement runs.
 	stopSampler chan struct{}
@@ -160,6 +168,7 @@ func (m *meter) sample() {
 }
 
 func (m *meter) start() error {
+	m.goCPU0 = readGoCPU()
 	m.res.PeakRSSReset = resetPeakRSS()
 	m.res.RSSBefore = currentRSS()
 	if m.profile != "" {
@@ -185,6 +194,7 @@ func (m *meter) start() error {
 func (m *meter) stop() error {
 	m.res.Seconds = time.Since(m.t0).Seconds()
 	m.res.CPUSeconds = (cpuTime() - m.cpu0).Seconds()
+	m.res.GoCPU = readGoCPU().since(m.goCPU0)
 	m.res.PeakRSS = peakRSS()
 	close(m.stopSampler)
 	<-m.samplerDone
@@ -214,6 +224,8 @@ func RunChild(ctx context.Context, spec ChildSpec, w io.Writer, logger *slog.Log
 		err = readPhase(ctx, spec, m)
 	case PhaseSend:
 		err = sendPhase(ctx, spec, m)
+	case PhaseParallel:
+		err = parallelPhase(ctx, spec, m)
 	case PhaseMirror:
 		err = mirrorPhase(ctx, spec, m, logger)
 	case PhaseQuota:

@@ -22,7 +22,7 @@ type Variant struct {
 // VariantResult is a variant's mirror drains.
 type VariantResult struct {
 	Variant Variant    `json:"variant"`
-	Mirror  Measured   `json:"mirror"` // the fastest round
+	Mirror  Measured   `json:"mirror"` // the median round
 	Rounds  []Measured `json:"rounds"`
 }
 
@@ -124,7 +124,7 @@ func runConditionCase(ctx context.Context, cfg Config, sp spawner, name string, 
 					cc.Variants[i].Rounds = append(cc.Variants[i].Rounds, m)
 					log.Info("mirror", "variant", v.Name, "round", round+1, "mb_per_s", round2(m.MBPerSecond()), "seconds", round2(m.Seconds), "io", m.Counters.describe(), "read_time", m.ReadTime)
 				}
-				cc.Variants[i].Mirror = best(cc.Variants[i].Rounds)
+				cc.Variants[i].Mirror = medianRound(cc.Variants[i].Rounds)
 				in.setDelays(0, 0)
 			}
 			return nil

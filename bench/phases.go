@@ -65,60 +65,124 @@ func newSink(spec ChildSpec, logger *slog.Logger) (*eventhubs.Sink, error) {
 // readPhase reads every record with the adapter's Fetch and the engine's
 // FetchBytes, one goroutine per partition as the engine's readers do.
 func readPhase(ctx context.Context, spec ChildSpec, m *meter) error {
-	logger := slog.New(slog.DiscardHandler)
-	src, err := newSource(spec, "bench-read", logger)
+	read, closeSource, err := prepareRead(ctx, spec)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = src.Close() }()
+	defer closeSource()
+	return measureWork(ctx, spec, m, read)
+}
+
+// measureWork times w on m, within spec.Timeout, and records the records
+// and bytes it handled.
+func measureWork(ctx context.Context, spec ChildSpec, m *meter, w work) error {
+	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	if err := m.start(); err != nil {
+		return err
+	}
+	n, b, werr := w(ctx)
+	if err := errors.Join(werr, m.stop()); err != nil {
+		return err
+	}
+	m.res.Records, m.res.Bytes = n, b
+	return nil
+}
+
+// work is one limit's measured work: it returns the records and value
+// bytes it handled, and fails when they are not every record of the spec.
+type work func(ctx context.Context) (records, bytes int64, err error)
+
+// prepareRead opens the Kafka source and reads the watermarks (which warms
+// the connection), and returns the read limit's work and the source's
+// close.
+func prepareRead(ctx context.Context, spec ChildSpec) (work, func(), error) {
+	logger := slog.New(slog.DiscardHandler)
+	src, err := newSource(spec, "bench-read", logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeSource := func() { _ = src.Close() }
 	eng, err := mirror.New(src, nil, engineOptions(logger))
 	if err != nil {
-		return fmt.Errorf("engine options: %w", err)
+		closeSource()
+		return nil, nil, fmt.Errorf("engine options: %w", err)
 	}
 	fetchBytes := eng.Options().FetchBytes
 	tps := allPartitions()
 	wms, err := src.Watermarks(ctx, tps) // also warms the connection
 	if err != nil {
-		return fmt.Errorf("watermarks: %w", err)
+		closeSource()
+		return nil, nil, fmt.Errorf("watermarks: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
-	defer cancel()
-	var records, bytes atomic.Int64
-	if err := m.start(); err != nil {
+	read := func(ctx context.Context) (int64, int64, error) {
+		var records, bytes atomic.Int64
+		g, gctx := errgroup.WithContext(ctx)
+		for _, tp := range tps {
+			g.Go(func() error {
+				off, end := wms[tp].Start, wms[tp].End
+				for off < end {
+					f, err := src.Fetch(gctx, tp, off, fetchBytes)
+					if err != nil {
+						return fmt.Errorf("fetch: %w", err)
+					}
+					var n int64
+					for i := range f.Records {
+						n += int64(len(f.Records[i].Value))
+					}
+					records.Add(int64(len(f.Records)))
+					bytes.Add(n)
+					if f.Next <= off {
+						return fmt.Errorf("fetch of %s at %d made no progress", tp, off)
+					}
+					off = f.Next
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return records.Load(), bytes.Load(), err
+		}
+		if want := spec.PerPartition * int64(len(tps)); records.Load() != want {
+			return records.Load(), bytes.Load(), fmt.Errorf("read %d records, want %d", records.Load(), want)
+		}
+		return records.Load(), bytes.Load(), nil
+	}
+	return read, closeSource, nil
+}
+
+// parallelPhase is the parallel limit: the read limit's and the send
+// limit's work at the same time in one process, on independent data (the
+// events sent are built from the generator, not from what is read), timed
+// until both are done. It is what an engine that only overlapped reading
+// and sending, with nothing between them, would reach on these CPUs.
+func parallelPhase(ctx context.Context, spec ChildSpec, m *meter) error {
+	read, closeSource, err := prepareRead(ctx, spec)
+	if err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	for _, tp := range tps {
-		g.Go(func() error {
-			off, end := wms[tp].Start, wms[tp].End
-			for off < end {
-				f, err := src.Fetch(gctx, tp, off, fetchBytes)
-				if err != nil {
-					return fmt.Errorf("fetch: %w", err)
-				}
-				var n int64
-				for i := range f.Records {
-					n += int64(len(f.Records[i].Value))
-				}
-				records.Add(int64(len(f.Records)))
-				bytes.Add(n)
-				if f.Next <= off {
-					return fmt.Errorf("fetch of %s at %d made no progress", tp, off)
-				}
-				off = f.Next
-			}
-			return nil
+	defer closeSource()
+	send, cnt, closeSink, err := prepareSend(ctx, spec)
+	if err != nil {
+		return err
+	}
+	defer closeSink()
+	both := func(ctx context.Context) (n, b int64, err error) {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			n, b, err = read(gctx)
+			return err
 		})
+		g.Go(func() error {
+			_, _, err := send(gctx)
+			return err
+		})
+		return n, b, g.Wait()
 	}
-	werr := g.Wait()
-	serr := m.stop()
-	if err := errors.Join(werr, serr); err != nil {
+	if err := measureWork(ctx, spec, m, both); err != nil {
 		return err
 	}
-	m.res.Records, m.res.Bytes = records.Load(), bytes.Load()
-	if want := spec.PerPartition * int64(len(tps)); m.res.Records != want {
-		return fmt.Errorf("read %d records, want %d", m.res.Records, want)
-	}
+	m.res.Counters = cnt.snapshot()
 	return nil
 }
 
@@ -154,56 +218,68 @@ func routes(g *gen, ti int, ids []string, perPartition int64) []*route {
 // senders build it (mirror.EventBuilder), through the project's sink in
 // full batches, one sender per hub partition, with no Kafka involved.
 func sendPhase(ctx context.Context, spec ChildSpec, m *meter) error {
-	logger := slog.New(slog.DiscardHandler)
-	sink, err := newSink(spec, logger)
+	send, cnt, closeSink, err := prepareSend(ctx, spec)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = sink.Close(context.WithoutCancel(ctx)) }()
+	defer closeSink()
+	if err := measureWork(ctx, spec, m, send); err != nil {
+		return err
+	}
+	m.res.Counters = cnt.snapshot()
+	return nil
+}
+
+// prepareSend opens the sink, routes every record to its hub partition
+// and opens every link, as a warm handler has them, and returns the send
+// limit's work, the counters of its sink and the sink's close.
+func prepareSend(ctx context.Context, spec ChildSpec) (work, *counters, func(), error) {
+	logger := slog.New(slog.DiscardHandler)
+	sink, err := newSink(spec, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	closeSink := func() { _ = sink.Close(context.WithoutCancel(ctx)) }
 	g := newGen(spec.Shape)
 	var all []*route
 	for ti := range NumTopics {
 		hub, err := sink.Hub(ctx, TopicName(ti))
 		if err != nil {
-			return fmt.Errorf("hub: %w", err)
+			closeSink()
+			return nil, nil, nil, fmt.Errorf("hub: %w", err)
 		}
 		rs := routes(g, ti, hub.PartitionIDs, spec.PerPartition)
 		for _, r := range rs {
 			// Open the link now, as a warm handler has it open.
 			if _, err := sink.NewBatch(ctx, TopicName(ti), r.partitionID); err != nil {
-				return fmt.Errorf("warming the link: %w", err)
+				closeSink()
+				return nil, nil, nil, fmt.Errorf("warming the link: %w", err)
 			}
 		}
 		all = append(all, rs...)
 	}
-	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
-	defer cancel()
-	var records, bytes atomic.Int64
-	var cnt counters
-	counted := countingSink{Sink: sink, c: &cnt}
-	if err := m.start(); err != nil {
-		return err
+	cnt := &counters{}
+	counted := countingSink{Sink: sink, c: cnt}
+	send := func(ctx context.Context) (int64, int64, error) {
+		var records, bytes atomic.Int64
+		eg, gctx := errgroup.WithContext(ctx)
+		for _, r := range all {
+			eg.Go(func() error {
+				n, b, err := sendRoute(gctx, counted, g, r)
+				records.Add(n)
+				bytes.Add(b)
+				return err
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return records.Load(), bytes.Load(), err
+		}
+		if want := spec.PerPartition * NumTopics * NumPartitions; records.Load() != want {
+			return records.Load(), bytes.Load(), fmt.Errorf("sent %d records, want %d", records.Load(), want)
+		}
+		return records.Load(), bytes.Load(), nil
 	}
-	eg, gctx := errgroup.WithContext(ctx)
-	for _, r := range all {
-		eg.Go(func() error {
-			n, b, err := sendRoute(gctx, counted, g, r)
-			records.Add(n)
-			bytes.Add(b)
-			return err
-		})
-	}
-	werr := eg.Wait()
-	serr := m.stop()
-	if err := errors.Join(werr, serr); err != nil {
-		return err
-	}
-	m.res.Counters = cnt.snapshot()
-	m.res.Records, m.res.Bytes = records.Load(), bytes.Load()
-	if want := spec.PerPartition * NumTopics * NumPartitions; m.res.Records != want {
-		return fmt.Errorf("sent %d records, want %d", m.res.Records, want)
-	}
-	return nil
+	return send, cnt, closeSink, nil
 }
 
 // sendRoute sends one hub partition's events, one full batch at a time.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -25,11 +26,38 @@ type Proxy struct {
 	// then on (SetDelay takes effect for new chunks).
 	delay atomic.Int64
 
+	// kafka makes the proxy count Kafka requests (size-prefixed frames
+	// from the client); accepted, open and requests are what it counted.
+	kafka    atomic.Bool
+	accepted atomic.Int64
+	open     atomic.Int64
+	requests atomic.Int64
+
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
 }
+
+// ProxyStats are what a proxy counted since it started.
+type ProxyStats struct {
+	// Accepted and Open are the client connections accepted in all and
+	// open now.
+	Accepted, Open int64
+	// Requests are the Kafka requests the clients sent (0 unless
+	// CountKafkaRequests was called before they connected).
+	Requests int64
+}
+
+// Stats returns what the proxy counted so far.
+func (p *Proxy) Stats() ProxyStats {
+	return ProxyStats{Accepted: p.accepted.Load(), Open: p.open.Load(), Requests: p.requests.Load()}
+}
+
+// CountKafkaRequests makes the proxy count the Kafka requests of the
+// connections it accepts from then on: every request is a frame of a
+// 4-byte big-endian size and that many bytes (the Kafka protocol's framing).
+func (p *Proxy) CountKafkaRequests() { p.kafka.Store(true) }
 
 // proxyChunk is the most one read forwards in one piece.
 const proxyChunk = 64 << 10
@@ -120,6 +148,13 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(client)
+	p.accepted.Add(1)
+	p.open.Add(1)
+	defer p.open.Add(-1)
+	var frames *frameCounter
+	if p.kafka.Load() {
+		frames = &frameCounter{n: &p.requests}
+	}
 	if tc, ok := client.(*tls.Conn); ok {
 		if err := tc.Handshake(); err != nil {
 			return
@@ -135,8 +170,8 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.untrack(server)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(server, client) }()
-	go func() { defer wg.Done(); p.pipe(client, server) }()
+	go func() { defer wg.Done(); p.pipe(server, client, frames) }()
+	go func() { defer wg.Done(); p.pipe(client, server, nil) }()
 	wg.Wait()
 }
 
@@ -145,9 +180,39 @@ type stamped struct {
 	data []byte
 }
 
+// frameCounter counts size-prefixed frames in a byte stream, across the
+// chunks it is given.
+type frameCounter struct {
+	n      *atomic.Int64
+	size   [4]byte
+	sizeN  int   // bytes of the size read so far
+	remain int64 // bytes of the current frame's body still to come
+}
+
+// add counts the frames that start in b.
+func (f *frameCounter) add(b []byte) {
+	for len(b) > 0 {
+		if f.remain > 0 {
+			k := min(int64(len(b)), f.remain)
+			f.remain -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(f.size[f.sizeN:], b)
+		f.sizeN += k
+		b = b[k:]
+		if f.sizeN == 4 {
+			f.n.Add(1)
+			f.remain = int64(binary.BigEndian.Uint32(f.size[:]))
+			f.sizeN = 0
+		}
+	}
+}
+
 // pipe copies src to dst, delivering each chunk its delay after it was
-// read; when either side ends, both are closed.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// read, and counts its frames when frames is not nil; when either side
+// ends, both are closed.
+func (p *Proxy) pipe(dst, src net.Conn, frames *frameCounter) {
 	q := make(chan stamped, proxyQueue)
 	done := make(chan struct{})
 	go func() {
@@ -172,6 +237,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, proxyChunk)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && frames != nil {
+			frames.add(buf[:n])
+		}
 		if n > 0 {
 			q <- stamped{due: time.Now().Add(p.Delay()), data: append([]byte(nil), buf[:n]...)}
 		}

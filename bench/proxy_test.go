@@ -2,10 +2,17 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The proxy adds its one-way delay in each direction (so a round trip
@@ -69,5 +76,80 @@ func TestProxyDelaysWithoutCappingThroughput(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Errorf("32 MiB took %s through a 50 ms round trip: throughput is capped", d)
+	}
+}
+
+// TestFrameCounterCountsAcrossChunks: a frame's size and body may arrive
+// split anywhere; every frame is counted once.
+func TestFrameCounterCountsAcrossChunks(t *testing.T) {
+	var stream []byte
+	for _, size := range []int{0, 5, 70000, 1, 3} {
+		stream = binary.BigEndian.AppendUint32(stream, uint32(size))
+		stream = append(stream, bytes.Repeat([]byte{0xff}, size)...)
+	}
+	for _, chunk := range []int{1, 3, 7, 4096, len(stream)} {
+		var n atomic.Int64
+		f := frameCounter{n: &n}
+		for b := stream; len(b) > 0; {
+			k := min(chunk, len(b))
+			f.add(b[:k])
+			b = b[k:]
+		}
+		if n.Load() != 5 {
+			t.Errorf("chunks of %d bytes: %d frames, want 5", chunk, n.Load())
+		}
+	}
+}
+
+// TestProxyCountsKafkaRequestsAndConnections: a proxy in front of kfake's
+// broker counts the connections of a real client and the requests it
+// sends (the handshake's few, then one per Metadata request).
+func TestProxyCountsKafkaRequestsAndConnections(t *testing.T) {
+	var proxies []*Proxy
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.ListenFn(proxiedListen(&proxies)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	defer func() {
+		for _, p := range proxies {
+			_ = p.Close()
+		}
+	}()
+	if len(proxies) != 1 {
+		t.Fatalf("%d proxies, want 1", len(proxies))
+	}
+	p := proxies[0]
+	p.CountKafkaRequests()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := p.Stats()
+	const n = 25
+	for range n {
+		req := kmsg.NewPtrMetadataRequest()
+		if _, err := req.RequestWith(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := p.Stats()
+	if got := after.Requests - before.Requests; got < n || got > n+3 {
+		t.Errorf("%d requests counted for %d Metadata requests", got, n)
+	}
+	if after.Accepted < 1 || after.Open < 1 || after.Open > after.Accepted {
+		t.Errorf("connections: %+v", after)
+	}
+	cl.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats().Open != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if open := p.Stats().Open; open != 0 {
+		t.Errorf("%d connections open after the client closed", open)
 	}
 }

@@ -453,3 +453,24 @@ func PrintQuotaTable(w io.Writer, rs []QuotaResult) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// Targets of the quota case: the namespace's quota used in full, each
+// record once, and no drain failed by throttling.
+const (
+	// TargetQuotaUseful: the part of the namespace's quota that carried
+	// each record once (QuotaResult.UsefulFraction).
+	TargetQuotaUseful = 0.9
+)
+
+// quotaTargets checks every quota run against its targets.
+func quotaTargets(rs []QuotaResult) []Target {
+	var out []Target
+	for _, q := range rs {
+		name := fmt.Sprintf("quota %s %d TU", q.Case, q.Units)
+		out = append(out,
+			verdict(q.UsefulFraction >= TargetQuotaUseful, "%s: %.2f of the quota carried each record once (%.2f accepted) (target ≥ %.2f)", name, q.UsefulFraction, q.Fraction, TargetQuotaUseful),
+			verdict(q.FailedDrains == 0, "%s: %d of %d drains failed (target 0)", name, q.FailedDrains, q.Drains),
+			verdict(q.Duplicates == 0, "%s: %d duplicates (target 0 within one process)", name, q.Duplicates))
+	}
+	return out
+}

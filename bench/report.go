@@ -99,7 +99,20 @@ func (r *Results) JSON() []map[string]any {
 			"dedup_vs_off":                    round2(ratio(c.MirrorDedup.MBPerSecond(), c.Mirror.MBPerSecond())),
 			"serial_limit_mb_per_s":           round2(c.SerialLimit()),
 			"ratio_vs_serial_limit":           round2(c.SerialRatio()),
+			"parallel_limit_mb_per_s":         round2(c.Parallel.MBPerSecond()),
+			"ratio_vs_parallel_limit":         round2(c.ParallelRatio()),
 			"cpu_efficiency":                  round2(c.CPUEfficiency()),
+			"user_cpu_efficiency":             round2(c.UserCPUEfficiency()),
+			"parallel_cpu_efficiency":         round2(c.ParallelCPUEfficiency()),
+			"gc_cpu_share":                    round2(c.Mirror.GCShare()),
+			"read_gc_cpu_share":               round2(c.Read.GCShare()),
+			"send_gc_cpu_share":               round2(c.Send.GCShare()),
+			"parallel_gc_cpu_share":           round2(c.Parallel.GCShare()),
+			"parallel_cpu_s_per_1k_records":   round4(c.Parallel.CPUPer1k()),
+			"read_rounds_mb_per_s":            roundsMBps(c.ReadRounds),
+			"send_rounds_mb_per_s":            roundsMBps(c.SendRounds),
+			"parallel_rounds_mb_per_s":        roundsMBps(c.ParallelRounds),
+			"mirror_rounds_mb_per_s":          roundsMBps(c.MirrorRounds),
 			"cpu_s_per_1k_records":            round4(c.Mirror.CPUPer1k()),
 			"infra_cpu_s_per_1k_records":      round4(c.Mirror.InfraCPUPer1k()),
 			"read_cpu_s_per_1k_records":       round4(c.Read.CPUPer1k()),
@@ -151,6 +164,10 @@ func (r *Results) JSON() []map[string]any {
 		out = append(out, map[string]any{"case": fmt.Sprintf("quota/%s/%dTU", q.Case, q.Units), "quota": q})
 	}
 	out = append(out, scaleRows(r.Scale)...)
+	for _, c := range r.Cluster {
+		out = append(out, map[string]any{"case": c.Layout.Name, "cluster": c, "mb_per_s": round2(c.MBPerSecond()), "ratio_vs_20_partitions": round2(ratio(c.MBPerSecond(), r.mbps20())),
+			"peak_rss_mb": mb(c.PeakRSS), "peak_rss_bound_mb": round2((TargetClusterRSSFactor*float64(c.InFlightBytes) + TargetClusterRSSOverhead) / 1e6)})
+	}
 	for _, l := range r.Latency {
 		name := "latency-follow-off"
 		if l.Follow {
@@ -173,7 +190,7 @@ func (r *Results) JSON() []map[string]any {
 			"what": "median time from exec of the handler to its first answer to GET / (polled every 1 ms)"},
 		map[string]any{"case": "peak_rss_vs_backlog", "inflight_bytes_mb": mb(r.InFlightBytes), "points": rss,
 			"what": "child VmHWM during a drain, for two backlog sizes per case"},
-		map[string]any{"case": "run", "machine": r.Machine, "duration_s": round2(r.Duration.Seconds()),
+		map[string]any{"case": "run", "machine": r.Machine, "loadavg_at_end": r.LoadAvgEnd, "duration_s": round2(r.Duration.Seconds()),
 			"fetch_bytes": r.FetchBytes, "inflight_bytes": r.InFlightBytes,
 			"units": "MB = 10^6 bytes of record values; CPU = getrusage user+system of the measured child (cpu_s) or of the process running kfake and the emulator (infra_cpu_s)"},
 	)
@@ -201,8 +218,10 @@ func seriesAll(xs []int64) []float64 { return series(xs, min(len(xs), 40)) }
 func round4(x float64) float64 { return float64(int64(x*10000+0.5)) / 10000 }
 
 // WriteJSON writes r.JSON() to path, creating its directory.
-func (r *Results) WriteJSON(path string) error {
-	data, err := json.MarshalIndent(r.JSON(), "", "  ")
+func (r *Results) WriteJSON(path string) error { return writeJSON(path, r.JSON()) }
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("bench: encoding results: %w", err)
 	}
@@ -221,29 +240,29 @@ func (r *Results) PrintTable(w io.Writer) error {
 	m := r.Machine
 	fmt.Fprintf(&b, "ehmirror bench, %s, nproc %d, %s, %s, %s, load avg at start %s; in-flight bound %.0f MB, fetch %d B\n",
 		m.Date, m.NumCPU, m.CPUModel, m.MemTotal, m.Go, m.LoadAvg, mb(r.InFlightBytes), r.FetchBytes)
-	fmt.Fprintf(&b, "MB = 10^6 value bytes. ratio = mirror ÷ min(read, send). serial = 1/(1/read + 1/send), the limit when reading and sending share the CPUs.\n")
-	fmt.Fprintf(&b, "CPU = s per 1,000 records: client (the measured child) / infra (kfake + emulator, this process). CPU eff = (read + send client CPU) ÷ mirror client CPU.\n")
+	fmt.Fprintf(&b, "MB = 10^6 value bytes. ratio = mirror ÷ min(read, send). serial = 1/(1/read + 1/send), the limit when reading and sending share the CPUs; parallel = read and send at once in one process on independent data. Each figure is its phase's median round.\n")
+	fmt.Fprintf(&b, "CPU = s per 1,000 records: client (the measured child) / infra (kfake + emulator, this process). CPU eff = (read + send client CPU) ÷ mirror client CPU; w/o GC = the same without the collector's share of each; GC = its share of the mirror's CPU.\n")
 	fmt.Fprintf(&b, "peak RSS = child VmHWM during the drain of the full backlog; small backlog = the probe drain's backlog and peak RSS.\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\trecords\tmirror rec/s\tmirror MB/s\tread MB/s\tsend MB/s\tratio\tlimit\tserial MB/s\t÷serial\tCPU client\tCPU infra\tCPU eff\tpeak RSS MB\tsmall backlog MB → RSS MB\t")
+	fmt.Fprintln(tw, "case\trecords\tmirror rec/s\tmirror MB/s\tread MB/s\tsend MB/s\tratio\tlimit\tserial MB/s\t÷serial\tparallel MB/s\t÷parallel\tCPU client\tCPU infra\tCPU eff\tw/o GC\tGC\tpeak RSS MB\tsmall backlog MB → RSS MB\t")
 	for _, c := range r.Cases {
 		_, by := c.Limit()
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%.1f\t%.2f\t%.4f\t%.4f\t%.2f\t%.0f\t%.0f → %.0f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t%.1f\t%.2f\t%.1f\t%.2f\t%.4f\t%.4f\t%.2f\t%.2f\t%.0f%%\t%.0f\t%.0f → %.0f\t\n",
 			c.Shape.Name, c.Records, c.Mirror.RecordsPerSecond(), c.Mirror.MBPerSecond(), c.Read.MBPerSecond(), c.Send.MBPerSecond(),
-			c.Ratio(), by, c.SerialLimit(), c.SerialRatio(), c.Mirror.CPUPer1k(), c.Mirror.InfraCPUPer1k(), c.CPUEfficiency(), mb(c.Mirror.PeakRSS),
-			mb(c.Probe.Bytes), mb(c.Probe.PeakRSS))
+			c.Ratio(), by, c.SerialLimit(), c.SerialRatio(), c.Parallel.MBPerSecond(), c.ParallelRatio(), c.Mirror.CPUPer1k(), c.Mirror.InfraCPUPer1k(),
+			c.CPUEfficiency(), c.UserCPUEfficiency(), 100*c.Mirror.GCShare(), mb(c.Mirror.PeakRSS), mb(c.Probe.Bytes), mb(c.Probe.PeakRSS))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 	fmt.Fprintf(&b, "\nphases (rec/s | s | CPU client s/1k | CPU infra s/1k | peak RSS MB):\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tread\tsend\tmirror\tprobe drain\t")
+	fmt.Fprintln(tw, "case\tread\tsend\tparallel\tmirror\tprobe drain\t")
 	for _, c := range r.Cases {
 		f := func(p Measured) string {
 			return fmt.Sprintf("%.0f | %.1f | %.4f | %.4f | %.0f", p.RecordsPerSecond(), p.Seconds, p.CPUPer1k(), p.InfraCPUPer1k(), mb(p.PeakRSS))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", c.Shape.Name, f(c.Read), f(c.Send), f(c.Mirror), f(c.Probe))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Shape.Name, f(c.Read), f(c.Send), f(c.Parallel), f(c.Mirror), f(c.Probe))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -267,6 +286,11 @@ func (r *Results) PrintTable(w io.Writer) error {
 			l.Run, l.Follow, l.Rate, l.Size, l.Seconds, l.Schedule, l.P50Ms, l.P99Ms, l.MaxMs, l.Mirrored, l.Produced, l.Invocations, l.StallMaxMs, l.StallSecondsOver100ms, l.LoadAvg[0], l.LoadAvg[1])
 	}
 	printScale(&b, r.Scale)
+	for _, c := range r.Cluster {
+		fmt.Fprintf(&b, "\n%s (%d topics × %d partitions into %d hubs): %d records of 1 KiB in %.1f s, %.1f MB/s (÷ 20 partitions %.2f); first record sent %.2f s after the invocation; peak RSS %.0f MB (bound %.0f MB), %.0f MB idle; Kafka connections %d catching up, %d idle (%d at its end), %.1f requests/s idle; Event Hubs connections %d; load %s -> %s\n",
+			c.Layout.Name, len(c.Layout.Topics), c.Layout.Partitions, len(c.Layout.Hubs), c.Records, c.CatchUpSeconds, c.MBPerSecond(), ratio(c.MBPerSecond(), r.mbps20()), c.FirstSentSeconds,
+			mb(c.PeakRSS), (TargetClusterRSSFactor*float64(c.InFlightBytes)+TargetClusterRSSOverhead)/1e6, mb(c.IdleRSS), c.KafkaConnsCatchUp, c.KafkaConnsIdle, c.KafkaConnsIdleEnd, c.IdleRequestsPerSec, c.EventHubsConns, c.LoadAvg[0], c.LoadAvg[1])
+	}
 	fmt.Fprintf(&b, "\nidle drain (warm process): median %.1f ms of %d %v\n", median(r.IdleDrainsMs), len(r.IdleDrainsMs), r.IdleDrainsMs)
 	fmt.Fprintf(&b, "handler start-to-ready: median %.1f ms of %d %v\n\n", median(r.StartToReadyMs), len(r.StartToReadyMs), r.StartToReadyMs)
 	for _, t := range r.Targets() {
@@ -285,15 +309,19 @@ type Target struct {
 	Text   string
 }
 
+// verdict is an ok or MISS line.
+func verdict(ok bool, format string, args ...any) Target {
+	if !ok {
+		return Target{"MISS", fmt.Sprintf(format, args...)}
+	}
+	return Target{"ok", fmt.Sprintf(format, args...)}
+}
+
 // Targets checks the targets.
 func (r *Results) Targets() []Target {
 	var out []Target
 	check := func(ok bool, format string, args ...any) {
-		st := "ok"
-		if !ok {
-			st = "MISS"
-		}
-		out = append(out, Target{st, fmt.Sprintf(format, args...)})
+		out = append(out, verdict(ok, format, args...))
 	}
 	byName := map[string]CaseResult{}
 	for _, c := range r.Cases {
@@ -301,7 +329,12 @@ func (r *Results) Targets() []Target {
 		l, by := c.Limit()
 		check(c.Ratio() >= TargetRatio, "%s: mirror %.1f MB/s ÷ %s limit %.1f MB/s = %.2f (target ≥ %.1f)", c.Shape.Name, c.Mirror.MBPerSecond(), by, l, c.Ratio(), TargetRatio)
 		check(c.SerialRatio() >= TargetSerialRatio, "%s: mirror %.1f MB/s ÷ serial limit %.1f MB/s = %.2f (target ≥ %.1f)", c.Shape.Name, c.Mirror.MBPerSecond(), c.SerialLimit(), c.SerialRatio(), TargetSerialRatio)
-		check(c.CPUEfficiency() >= TargetCPUEfficiency, "%s: CPU efficiency %.2f: read %.4f + send %.4f vs mirror %.4f s/1k records (target ≥ %.1f)", c.Shape.Name, c.CPUEfficiency(), c.Read.CPUPer1k(), c.Send.CPUPer1k(), c.Mirror.CPUPer1k(), TargetCPUEfficiency)
+		check(c.CPUEfficiency() >= TargetCPUEfficiency, "%s: CPU efficiency %.2f: read %.4f + send %.4f vs mirror %.4f s/1k records; without GC %.2f (GC: read %.0f %%, send %.0f %%, mirror %.0f %%) (target ≥ %.1f)",
+			c.Shape.Name, c.CPUEfficiency(), c.Read.CPUPer1k(), c.Send.CPUPer1k(), c.Mirror.CPUPer1k(), c.UserCPUEfficiency(), 100*c.Read.GCShare(), 100*c.Send.GCShare(), 100*c.Mirror.GCShare(), TargetCPUEfficiency)
+		if c.Parallel.Records > 0 {
+			out = append(out, Target{"n/a", fmt.Sprintf("%s: mirror %.1f MB/s ÷ parallel limit %.1f MB/s = %.2f; parallel CPU %.4f s/1k records, ÷ mirror's %.2f (no target)",
+				c.Shape.Name, c.Mirror.MBPerSecond(), c.Parallel.MBPerSecond(), c.ParallelRatio(), c.Parallel.CPUPer1k(), c.ParallelCPUEfficiency())})
+		}
 		if base, ok := PeakRSSBaselineMB(c.Shape.Name); ok {
 			bound := TargetPeakRSSVsBaseline * base
 			check(mb(c.Mirror.PeakRSS) <= bound, "%s: peak RSS %.0f MB (target ≤ %.0f MB, %.1f × %.0f MB on 2026-12-02)", c.Shape.Name, mb(c.Mirror.PeakRSS), bound, TargetPeakRSSVsBaseline, base)
@@ -369,6 +402,9 @@ func (r *Results) Targets() []Target {
 		check(l.P99Ms < TargetFollowP99Ms, "latency run %d with follow mode on: p99 %.0f ms (target < %.0f ms)", l.Run, l.P99Ms, TargetFollowP99Ms)
 		check(l.MaxMs < TargetFollowMaxMs, "latency run %d with follow mode on: max %.0f ms (target < %.0f ms)", l.Run, l.MaxMs, TargetFollowMaxMs)
 	}
+	out = append(out, quotaTargets(r.Quota)...)
+	out = append(out, scaleTargets(r.Scale)...)
+	out = append(out, clusterTargets(r.Cluster, r.mbps20())...)
 	if len(r.IdleDrainsMs) > 0 {
 		check(median(r.IdleDrainsMs) < TargetIdleDrainMs, "idle drain: median %.1f ms (target < %.0f ms)", median(r.IdleDrainsMs), TargetIdleDrainMs)
 	}
@@ -385,4 +421,15 @@ func readShares(t *mirror.ReadTime) string {
 		return "-"
 	}
 	return t.Shares()
+}
+
+// mbps20 is the 20-partition 1 KiB keyed case's mirror MB/s in this run,
+// the cluster-sized cases' reference (0 when it did not run).
+func (r *Results) mbps20() float64 {
+	for _, c := range r.Cases {
+		if c.Shape.Name == "1KiB-keyed" {
+			return c.Mirror.MBPerSecond()
+		}
+	}
+	return 0
 }

@@ -24,8 +24,12 @@ func cpuTime() time.Duration {
 
 // procStatus returns a "VmXxx:" field of /proc/self/status in bytes, or -1
 // where it is unavailable.
-func procStatus(field string) int64 {
-	data, err := os.ReadFile("/proc/self/status")
+func procStatus(field string) int64 { return procStatusOf("/proc/self/status", field) }
+
+// procStatusOf returns a "VmXxx:" field of a /proc/PID/status file in
+// bytes, or -1 where it is unavailable.
+func procStatusOf(path, field string) int64 {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return -1
 	}
@@ -117,3 +121,58 @@ func DescribeMachine(now time.Time) Machine {
 	}
 	return m
 }
+
+// GoCPU is the Go runtime's own estimate of where a process's CPU time
+// went over an interval (runtime/metrics /cpu/classes/*, in seconds). The
+// runtime integrates GOMAXPROCS over wall time, so its figures are not
+// comparable with getrusage's: only their shares are (see [GoCPU.Share]).
+type GoCPU struct {
+	User     float64 `json:"user_s"`
+	GC       float64 `json:"gc_s"`
+	GCIdle   float64 `json:"gc_idle_mark_s"` // part of GC: marking on Ps that had nothing else to do
+	Scavenge float64 `json:"scavenge_s"`
+	Idle     float64 `json:"idle_s"`
+}
+
+// goCPUNames are the runtime/metrics names read into a GoCPU, in field order.
+var goCPUNames = [...]string{
+	"/cpu/classes/user:cpu-seconds",
+	"/cpu/classes/gc/total:cpu-seconds",
+	"/cpu/classes/gc/mark/idle:cpu-seconds",
+	"/cpu/classes/scavenge/total:cpu-seconds",
+	"/cpu/classes/idle:cpu-seconds",
+}
+
+// readGoCPU reads this process's /cpu/classes since it started, after a
+// garbage collection: the runtime brings those figures up to date only when
+// a collection ends, so without one a phase too short to collect would show
+// nothing and a longer one would end at its last collection. The forced
+// collection's own cost is in the figures (one cycle more than the phase
+// ran, which is a small share of a phase of seconds).
+func readGoCPU() GoCPU {
+	runtime.GC()
+	s := make([]metrics.Sample, len(goCPUNames))
+	for i, n := range goCPUNames {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	v := make([]float64, len(s))
+	for i := range s {
+		if s[i].Value.Kind() == metrics.KindFloat64 {
+			v[i] = s[i].Value.Float64()
+		}
+	}
+	return GoCPU{User: v[0], GC: v[1], GCIdle: v[2], Scavenge: v[3], Idle: v[4]}
+}
+
+// since is the interval from b to g.
+func (g GoCPU) since(b GoCPU) GoCPU {
+	return GoCPU{User: g.User - b.User, GC: g.GC - b.GC, GCIdle: g.GCIdle - b.GCIdle, Scavenge: g.Scavenge - b.Scavenge, Idle: g.Idle - b.Idle}
+}
+
+// Busy is the runtime's estimate of the time it ran Go code or the runtime:
+// user, GC and scavenging.
+func (g GoCPU) Busy() float64 { return g.User + g.GC + g.Scavenge }
+
+// Share is x's share of the busy time (0 when nothing was measured).
+func (g GoCPU) Share(x float64) float64 { return ratio(x, g.Busy()) }

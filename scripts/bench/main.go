@@ -45,12 +45,13 @@ func run() error {
 	}
 
 	var cfg bench.Config
-	var cases, profile, out string
+	var cases, profile, out, results string
+	var tables bool
 	flag.BoolVar(&cfg.Quick, "quick", false, "smoke run: 2,000 records per case, one round, few samples")
-	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send and mirror per case; the fastest counts (default 2, quick 1)")
+	flag.IntVar(&cfg.Rounds, "rounds", 0, "rounds of read, send, parallel and mirror per case; the median round counts (default 3, quick 1)")
 	flag.Int64Var(&cfg.Records, "records", 0, "records per case (0: size each case for -seconds of mirroring)")
 	flag.Float64Var(&cfg.Seconds, "seconds", 10, "target seconds of each case's mirror drain when -records is 0")
-	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota,scale-out; on request also 100B-headers,1KiB-headers)")
+	flag.StringVar(&cases, "cases", "", "comma-separated case names to run (default all: 100B-keyless,100B-keyed,1KiB-keyless,1KiB-keyed,10KiB-keyless,10KiB-keyed,1KiB-far,1KiB-tls,latency,quota,scale-out,1x1000,200-topics; on request also 100B-headers,1KiB-headers)")
 	var lc bench.LatencyConfig
 	var qc bench.QuotaConfig
 	var quotaUnits, quotaSizes, quotaPartitioning string
@@ -60,6 +61,9 @@ func run() error {
 	flag.StringVar(&quotaUnits, "quota-units", "1,2", "quota case: namespace sizes in throughput units")
 	flag.DurationVar(&qc.Period, "quota-period", 100*time.Millisecond, "quota case: the emulator grants a unit's 1 MiB or 1,000 events per this period (compressed time; 1s is real time)")
 	flag.Float64Var(&qc.BacklogMinutes, "quota-backlog-minutes", 3, "quota case: the backlog in minutes of quota")
+	var cc bench.ClusterConfig
+	flag.Int64Var(&cc.PerPartition, "cluster-records", 300, "1x1000 and 200-topics cases: backlog records (1 KiB keyed) per partition")
+	flag.DurationVar(&cc.Idle, "cluster-idle", 60*time.Second, "1x1000 and 200-topics cases: how long the handler follows an idle cluster after the catch-up")
 	var follow, scaleProcesses string
 	var sc bench.ScaleConfig
 	flag.StringVar(&scaleProcesses, "scale-processes", "1,2,4", "scale-out case: handler process counts to run, in order")
@@ -76,9 +80,14 @@ func run() error {
 	flag.Int64Var(&cfg.MaxBacklogBytes, "max-backlog-bytes", 0, "cap on one case's backlog in value bytes (default 2 GiB)")
 	flag.StringVar(&cfg.HandlerBinary, "handler", "", "a built handler binary (default: build ./handler into .bench)")
 	flag.StringVar(&out, "out", "", "JSON output (default .bench/latest.json in the repository)")
+	flag.StringVar(&results, "results", "", "also write the run's JSON, trimmed, to this file (bench/results/NAME.json, to commit and quote in a generated table)")
+	flag.BoolVar(&tables, "tables", false, "rewrite the generated tables of docs/performance.md from the bench/results/ files their markers name, and exit (runs nothing)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if tables {
+		return writeTables()
 	}
 
 	for v := range strings.SplitSeq(follow, ",") {
@@ -117,7 +126,11 @@ func run() error {
 		return fmt.Errorf("-quota-partitioning: %w", err)
 	}
 	if cases == "" {
-		cfg.Far, cfg.TLS, cfg.Latency, cfg.Quota, cfg.Scale = true, true, &lc, &qc, &sc
+		cfg.Far, cfg.TLS, cfg.Latency, cfg.Quota, cfg.Scale, cfg.Cluster = true, true, &lc, &qc, &sc, &cc
+		for _, name := range []string{"1x1000", "200-topics"} {
+			layouts, _ := bench.ClusterLayouts(name)
+			cc.Layouts = append(cc.Layouts, layouts...)
+		}
 	} else {
 		all := map[string]bench.Shape{}
 		for _, s := range append(bench.DefaultShapes(), bench.HeaderShapes()...) {
@@ -141,6 +154,11 @@ func run() error {
 				cfg.Scale = &sc
 				continue
 			}
+			if layouts, ok := bench.ClusterLayouts(name); ok {
+				cc.Layouts = append(cc.Layouts, layouts...)
+				cfg.Cluster = &cc
+				continue
+			}
 			s, ok := all[name]
 			if !ok {
 				return fmt.Errorf("-cases: unknown case %q", name)
@@ -157,7 +175,7 @@ func run() error {
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	res, err := bench.Run(ctx, cfg)
-	if res != nil && (len(res.Cases) > 0 || len(res.Conditions) > 0 || len(res.Latency) > 0 || len(res.Quota) > 0 || len(res.Scale) > 0) {
+	if res != nil && (len(res.Cases) > 0 || len(res.Conditions) > 0 || len(res.Latency) > 0 || len(res.Quota) > 0 || len(res.Scale) > 0 || len(res.Cluster) > 0) {
 		if perr := res.PrintTable(os.Stdout); perr != nil {
 			err = errors.Join(err, perr)
 		}
@@ -180,6 +198,42 @@ func run() error {
 		} else {
 			cfg.Logger.Info("wrote " + out)
 		}
+		if results != "" {
+			if werr := res.WriteTrimmedJSON(results); werr != nil {
+				err = errors.Join(err, werr)
+			} else {
+				cfg.Logger.Info("wrote " + results)
+			}
+		}
 	}
 	return err
+}
+
+// writeTables rewrites the generated tables of bench.TableDocs in the
+// repository this runs in.
+func writeTables() error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := bench.ModuleRoot(wd)
+	if err != nil {
+		return err
+	}
+	read := func(path string) ([]byte, error) { return os.ReadFile(filepath.Join(root, filepath.FromSlash(path))) }
+	for _, doc := range bench.TableDocs {
+		path := filepath.Join(root, filepath.FromSlash(doc))
+		old, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text, err := bench.GenerateTables(old, read)
+		if err != nil {
+			return fmt.Errorf("%s: %w", doc, err)
+		}
+		if err := os.WriteFile(path, text, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
