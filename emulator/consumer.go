@@ -238,6 +238,12 @@ func (l *link) sendTransferLocked(tag, payload []byte) error {
 			if l.detachSent || s.ended {
 				return errLinkGone
 			}
+			// The client opens its window again once it has the
+			// transfers it counted: put them on the wire before
+			// waiting, or both ends wait (until a heartbeat flushes).
+			if err := s.c.flush(); err != nil {
+				return err
+			}
 			s.cond.Wait()
 		}
 		if l.detachSent || s.ended {

@@ -351,3 +351,71 @@ func TestFramesAfterEndAreIgnored(t *testing.T) {
 		t.Fatalf("detach on a channel without a session: %+v, want a framing-error close", cl)
 	}
 }
+
+// TestRawSmallSessionWindowSharedByReceivers receives four partitions on
+// links of one session whose incoming-window is one transfer, as a client
+// with a small window does: it grants the next transfer by a session flow
+// only after it has the previous one. Every delivery must reach it
+// without waiting for anything else (the emulator's heartbeats are off):
+// a sender that waits for window must first put on the wire what the
+// client has to see before it opens the window again.
+func TestRawSmallSessionWindowSharedByReceivers(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: prodHubs(), heartbeat: time.Hour})
+	const hub, partitions, perPartition = "prod.test4", 4, 20
+	ctx := testContext(t, time.Minute)
+	p := newProducer(t, srv.ConnectionString(), hub)
+	for pid := range partitions {
+		var events []*azeventhubs.EventData
+		for i := range perPartition {
+			events = append(events, &azeventhubs.EventData{Body: []byte("event " + strconv.Itoa(i))})
+		}
+		sendBatch(ctx, t, p, &azeventhubs.EventDataBatchOptions{PartitionID: ptr(strconv.Itoa(pid))}, events...)
+	}
+
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 1, OutgoingWindow: 5000}, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	for h := range uint32(partitions) {
+		r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-receiver-" + strconv.Itoa(int(h)), Handle: h, Role: amqp.RoleReceiver,
+			Source: &amqp.Source{Address: hub + "/ConsumerGroups/$Default/Partitions/" + strconv.Itoa(int(h))}, Target: &amqp.Target{}}, nil)
+	}
+	var nextIn uint32 // transfers received: the session's next-incoming-id
+	for h := range uint32(partitions) {
+		credit, dc := uint32(perPartition), uint32(0)
+		r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &nextIn, IncomingWindow: 1, OutgoingWindow: 5000,
+			Handle: &h, DeliveryCount: &dc, LinkCredit: &credit}, nil)
+	}
+	got := map[uint32]int{}
+	for int(nextIn) < partitions*perPartition {
+		r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		body, err := r.readFrame()
+		if err != nil {
+			t.Fatalf("after %d transfers (per link %v): %v", nextIn, got, err)
+		}
+		if len(body) == 0 {
+			continue
+		}
+		v, _, err := amqp.DecodeBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f := v.(type) {
+		case *amqp.Attach, *amqp.Flow:
+		case *amqp.Transfer:
+			got[f.Handle]++
+			nextIn++
+			r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &nextIn, IncomingWindow: 1, OutgoingWindow: 5000}, nil)
+		default:
+			t.Fatalf("after %d transfers: %T %+v", nextIn, v, v)
+		}
+	}
+	for h := range uint32(partitions) {
+		if got[h] != perPartition {
+			t.Fatalf("transfers per link %v, want %d each", got, perPartition)
+		}
+	}
+}
