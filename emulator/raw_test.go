@@ -419,3 +419,63 @@ func TestRawSmallSessionWindowSharedByReceivers(t *testing.T) {
 		}
 	}
 }
+
+// TestRawReplyWaitsForSessionWindow sends a $management request on a
+// session whose client has not opened its incoming-window yet: the reply
+// must wait for the window without stopping the connection, and go out on
+// the session flow that opens it.
+func TestRawReplyWaitsForSessionWindow(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: prodHubs(), heartbeat: time.Hour})
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 0, OutgoingWindow: 5000}, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	zero, credit, reqHandle, replyHandle := uint32(0), uint32(10), uint32(0), uint32(1)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-request", Handle: reqHandle, Role: amqp.RoleSender, Source: &amqp.Source{},
+		Target: &amqp.Target{Address: "$management"}, InitialDeliveryCount: &zero}, nil)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-reply", Handle: replyHandle, Role: amqp.RoleReceiver,
+		Source: &amqp.Source{Address: "$management"}, Target: &amqp.Target{Address: "raw-reply-to"}}, nil)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: 0, OutgoingWindow: 5000,
+		Handle: &replyHandle, DeliveryCount: &zero, LinkCredit: &credit}, nil)
+	req, err := (&amqp.Message{
+		Properties: &amqp.Properties{MessageID: "req-1", ReplyTo: "raw-reply-to"},
+		ApplicationProperties: amqp.Map{{Key: "operation", Value: "READ"}, {Key: "type", Value: "com.microsoft:eventhub"},
+			{Key: "name", Value: "prod.test1"}},
+		Value: nil, HasValue: true,
+	}).Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: reqHandle, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{1},
+		HasMessageFormat: true, Settled: true}, req)
+	window := uint32(10)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: window, OutgoingWindow: 5000}, nil)
+	r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		body, err := r.readFrame()
+		if err != nil {
+			t.Fatalf("no reply after the session flow: %v", err)
+		}
+		if len(body) == 0 {
+			continue
+		}
+		v, payload, err := amqp.DecodeBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := v.(*amqp.Transfer); !ok {
+			continue
+		}
+		var resp amqp.Message
+		if err := resp.Unmarshal(payload); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Properties == nil || resp.Properties.CorrelationID != "req-1" || stringProps(resp.ApplicationProperties)["status-description"] != "OK" {
+			t.Fatalf("reply %+v %v", resp.Properties, resp.ApplicationProperties)
+		}
+		return
+	}
+}

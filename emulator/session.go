@@ -167,10 +167,15 @@ func (s *session) handleFlow(f *amqp.Flow) error {
 			l.sndCredit = 0
 		}
 		l.drain = f.Drain
-		if l.kind == kindReply {
-			l.sendPendingLocked()
-		}
 		l.wake()
+	}
+	// Every reply link of the session resumes on any flow: replies wait
+	// for link credit and for session window, and a session flow opens the
+	// window of all the session's links. (Consumer links wait on s.cond.)
+	for _, rl := range s.links {
+		if rl.kind == kindReply && len(rl.pending) > 0 {
+			rl.sendPendingLocked()
+		}
 	}
 	var err error
 	if echo {
