@@ -479,3 +479,59 @@ func TestRawReplyWaitsForSessionWindow(t *testing.T) {
 		return
 	}
 }
+
+// TestRawShrunkSessionWindowStopsTheSender sends a session flow that
+// crossed transfers in flight and shrank the window (next-incoming-id 0,
+// incoming-window 1 after five transfers were sent): the client's window
+// is then below zero, so nothing more may come until a flow opens it.
+func TestRawShrunkSessionWindowStopsTheSender(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: prodHubs(), heartbeat: time.Hour})
+	ctx := testContext(t, time.Minute)
+	var events []*azeventhubs.EventData
+	for i := range 20 {
+		events = append(events, &azeventhubs.EventData{Body: []byte("event " + strconv.Itoa(i))})
+	}
+	sendBatch(ctx, t, newProducer(t, srv.ConnectionString(), "prod.test5"), &azeventhubs.EventDataBatchOptions{PartitionID: ptr("0")}, events...)
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 5, OutgoingWindow: 5000}, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	handle, zero, credit := uint32(0), uint32(0), uint32(20)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-receiver", Handle: handle, Role: amqp.RoleReceiver,
+		Source: &amqp.Source{Address: "prod.test5/ConsumerGroups/$Default/Partitions/0"}, Target: &amqp.Target{}}, nil)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: 5, OutgoingWindow: 5000,
+		Handle: &handle, DeliveryCount: &zero, LinkCredit: &credit}, nil)
+	transfers := func(wait time.Duration) int {
+		n := 0
+		for {
+			r.nc.SetReadDeadline(time.Now().Add(wait))
+			body, err := r.readFrame()
+			if err != nil {
+				return n
+			}
+			if len(body) == 0 {
+				continue
+			}
+			if v, _, _ := amqp.DecodeBody(body); v != nil {
+				if _, ok := v.(*amqp.Transfer); ok {
+					n++
+				}
+			}
+		}
+	}
+	if n := transfers(time.Second); n != 5 {
+		t.Fatalf("%d transfers in a window of 5", n)
+	}
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: 1, OutgoingWindow: 5000}, nil)
+	if n := transfers(500 * time.Millisecond); n != 0 {
+		t.Fatalf("%d transfers after a flow that left the window below zero", n)
+	}
+	five := uint32(5)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &five, IncomingWindow: 5, OutgoingWindow: 5000}, nil)
+	if n := transfers(time.Second); n != 5 {
+		t.Fatalf("%d transfers after the window opened by 5", n)
+	}
+}
