@@ -48,10 +48,10 @@ browser: ## headless chromium for the status page test; installed with apt-get w
 status-page-png: browser ## docs/status-page.png: the status page in headless chromium while Event Hubs refuses connections (the outage test's failure state)
 	EHMIRROR_SCREENSHOT=$(CURDIR)/docs/status-page.png $(GO) test -count=1 -run 'TestOnCallEventHubsRefusedThenBack$$' ./handler
 
-pysdk: ## Microsoft's Python Event Hubs SDK (Debian's python3-azure) for the emulator's Python SDK test; installed with apt-get when CI=true and missing
-	@if /usr/bin/python3 -c 'import azure.eventhub, websocket' >/dev/null 2>&1; then :; \
+pysdk: ## Microsoft's Python Event Hubs SDK with its Blob checkpoint store (Debian's python3-azure) for the emulator's Python SDK tests and the cut-over's Python processor; installed with apt-get when CI=true and missing
+	@if /usr/bin/python3 -c 'import azure.eventhub, azure.eventhub.extensions.checkpointstoreblob, websocket' >/dev/null 2>&1; then :; \
 	elif [ "$$CI" = "true" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-azure python3-websocket; \
-	else echo "the emulator's Python SDK test needs: apt-get install -y python3-azure python3-websocket"; fi
+	else echo "the Python SDK tests (emulator, checkpointstore) need: apt-get install -y python3-azure python3-websocket"; fi
 
 fuzz: ## short runs of every fuzz target (FUZZTIME executions each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./emulator/amqp

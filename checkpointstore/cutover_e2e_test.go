@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,9 +73,15 @@ func testLogger() *slog.Logger {
 // azeventhubs Processor with checkpoints.NewBlobStore receives every
 // record the group had not processed (0 missing), exactly the events the
 // plan counted, and with the filter nothing the group had processed.
+//
+// The JavaScript and Python SDKs' processors read the checkpoints too
+// (once: they are slow to start); Python's bundled blob client needs
+// Azurite's loose mode.
 func TestCutoverProcessorStartsExactly(t *testing.T) {
 	conn := azurite.Start(t)
 	jsDir := installJSProcessor(t)
+	py := pythonWithSDK(t)
+	pyStorage := azurite.StartLoose(t)
 	for i, c := range []struct {
 		mode  mirror.Partitioning
 		dedup bool
@@ -85,18 +92,26 @@ func TestCutoverProcessorStartsExactly(t *testing.T) {
 		{mirror.PartitionRoundRobin, false},
 	} {
 		t.Run(fmt.Sprintf("%s/dedup=%v", c.mode, c.dedup), func(t *testing.T) {
-			js := ""
+			var others *otherSDKs
 			if i == 0 {
-				js = jsDir // once: the JavaScript processor is slow to start
+				others = &otherSDKs{jsDir: jsDir, python: py, pyStorage: pyStorage}
 			}
-			runScenario(t, conn, "cp"+strconv.Itoa(i), c.mode, c.dedup, js)
+			runScenario(t, conn, "cp"+strconv.Itoa(i), c.mode, c.dedup, others)
 		})
 	}
 }
 
-// runScenario runs the scenario with one partitioning mode; with jsDir
-// set, the JavaScript SDK's processor also reads the checkpoints.
-func runScenario(t *testing.T, storage, containerName string, mode mirror.Partitioning, dedup bool, jsDir string) {
+// otherSDKs are the processors of other SDKs that read the checkpoints:
+// the JavaScript one installed in jsDir, the Python one run by python on
+// pyStorage (an Azurite in loose mode).
+type otherSDKs struct {
+	jsDir, python, pyStorage string
+}
+
+// runScenario runs the scenario with one partitioning mode; with others
+// set, the JavaScript and Python SDKs' processors also read the
+// checkpoints.
+func runScenario(t *testing.T, storage, containerName string, mode mirror.Partitioning, dedup bool, others *otherSDKs) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	kopts := []kfake.Opt{kfake.NumBrokers(1)}
@@ -114,7 +129,11 @@ func runScenario(t *testing.T, storage, containerName string, mode mirror.Partit
 	for name, n := range hubs {
 		hubConfigs = append(hubConfigs, emulator.HubConfig{Name: name, PartitionCount: n})
 	}
-	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: hubConfigs})
+	cert, certPEM, _, err := emulator.SelfSignedCertificate("localhost", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu, err := emulator.Start(ctx, emulator.Config{Listen: "127.0.0.1:0", Hubs: hubConfigs, WebSocketListen: "127.0.0.1:0", TLSCertificate: &cert})
 	if err != nil {
 		t.Fatalf("emulator: %v", err)
 	}
@@ -240,24 +259,50 @@ func runScenario(t *testing.T, storage, containerName string, mode mirror.Partit
 		goEvents[hub] = receiveWithProcessor(ctx, t, emu.ConnectionString(), hub, bs, wantPerHub[hub])
 	}
 	checkReceived(t, "the Go processor", res, goEvents, f)
-	if jsDir != "" {
-		// The JavaScript SDK names the namespace by the endpoint's host
-		// without the port (the emulator's has one; Azure's has none): the
-		// checkpoints are written again under that spelling, as a user
-		// passes "namespace" to match the consumers.
-		jsReq := request(true, false)
-		if host, _, err := net.SplitHostPort(jsReq.Namespace); err == nil {
-			jsReq.Namespace = host
-		}
-		if _, err := cutover.Run(ctx, src, sink, store, jsReq, testLogger()); err != nil {
-			t.Fatalf("cut-over for the JavaScript consumers: %v", err)
-		}
-		jsEvents := map[string][]receivedEvent{}
-		for _, hub := range res.Hubs {
-			jsEvents[hub] = receiveWithJavaScript(ctx, t, jsDir, emu.ConnectionString(), hub, storage, containerName, wantPerHub[hub], res.Watermarks, f)
-		}
-		checkReceived(t, "the JavaScript processor", res, jsEvents, f)
+	if others == nil {
+		return
 	}
+	// The JavaScript SDK names the namespace by the endpoint's host
+	// without the port (the emulator's has one; Azure's has none): the
+	// checkpoints are written again under that spelling, as a user
+	// passes "namespace" to match the consumers.
+	jsReq := request(true, false)
+	if host, _, err := net.SplitHostPort(jsReq.Namespace); err == nil {
+		jsReq.Namespace = host
+	}
+	if _, err := cutover.Run(ctx, src, sink, store, jsReq, testLogger()); err != nil {
+		t.Fatalf("cut-over for the JavaScript consumers: %v", err)
+	}
+	jsEvents := map[string][]receivedEvent{}
+	for _, hub := range res.Hubs {
+		jsEvents[hub] = receiveWithJavaScript(ctx, t, others.jsDir, emu.ConnectionString(), hub, storage, containerName, wantPerHub[hub], res.Watermarks, f)
+	}
+	checkReceived(t, "the JavaScript processor", res, jsEvents, f)
+
+	// The Python consumers reach the emulator over WebSockets as
+	// "localhost", which names their checkpoints.
+	azurite.NewContainer(t, others.pyStorage, containerName)
+	pyStore, err := checkpointstore.New(checkpointstore.Options{ConnectionString: others.pyStorage, Container: containerName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyReq := request(true, false)
+	pyReq.Namespace = "localhost"
+	if _, err := cutover.Run(ctx, src, sink, pyStore, pyReq, testLogger()); err != nil {
+		t.Fatalf("cut-over for the Python consumers: %v", err)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, wsPort, _ := net.SplitHostPort(emu.WebSocketAddr())
+	ep := pyEndpoint{conn: "Endpoint=sb://localhost/;SharedAccessKeyName=" + emulator.DefaultKeyName + ";SharedAccessKey=" + emulator.DefaultKey,
+		ca: ca, wss: "https://localhost:" + wsPort}
+	pyEvents := map[string][]receivedEvent{}
+	for _, hub := range res.Hubs {
+		pyEvents[hub] = receiveWithPython(ctx, t, others.python, ep, hub, others.pyStorage, containerName, wantPerHub[hub], res.Watermarks, f)
+	}
+	checkReceived(t, "the Python processor", res, pyEvents, f)
 }
 
 // checkReceived checks what a processor received from the cut-over's

@@ -39,11 +39,23 @@ func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, st
 	}
 	cmd := exec.CommandContext(ctx, "node", "processor.mjs", conn, hub, storage, container, strconv.FormatInt(want, 10), string(wm))
 	cmd.Dir = dir
+	return receiveWithCommand(t, "JavaScript", cmd, hub, want, f)
+}
+
+// receiveWithCommand runs a processor of another SDK (processor.mjs,
+// processor.py) and returns what it received, as it printed it. The
+// filter of docs/cutover.md in that language runs on every event with the
+// watermarks; its verdict must be the Go filter's.
+func receiveWithCommand(t *testing.T, sdk string, cmd *exec.Cmd, hub string, want int64, f *filter.Filter) []receivedEvent {
+	t.Helper()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node processor.mjs %s: %v\nstderr: %s", hub, err, stderr.String())
+		t.Fatalf("the %s processor on %s: %v\nstderr: %s", sdk, hub, err, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Logf("the %s processor on %s: %s", sdk, hub, stderr.String())
 	}
 	var res struct {
 		Received []struct {
@@ -57,10 +69,10 @@ func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, st
 		Errors []string `json:"errors"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("processor.mjs output %q: %v", out, err)
+		t.Fatalf("the %s processor's output %q: %v", sdk, out, err)
 	}
 	if len(res.Errors) > 0 {
-		t.Errorf("the JavaScript processor on %s reported errors: %q", hub, res.Errors)
+		t.Errorf("the %s processor on %s reported errors: %q", sdk, hub, res.Errors)
 	}
 	evs := make([]receivedEvent, 0, len(res.Received))
 	for _, r := range res.Received {
@@ -69,12 +81,12 @@ func receiveWithJavaScript(ctx context.Context, t *testing.T, dir, conn, hub, st
 			props = map[string]any{"kafka.topic": *r.Topic, "kafka.partition": *r.KafkaPartition, "kafka.offset": *r.KafkaOffset}
 		}
 		if r.Dropped != f.Processed(props) {
-			t.Errorf("hub %s: the JavaScript filter of docs/cutover.md says dropped=%v for %v, the Go filter %v", hub, r.Dropped, props, !r.Dropped)
+			t.Errorf("hub %s: the %s filter of docs/cutover.md says dropped=%v for %v, the Go filter %v", hub, sdk, r.Dropped, props, !r.Dropped)
 		}
 		evs = append(evs, receivedEvent{partition: r.Partition, sequence: r.SequenceNumber, props: props})
 	}
 	if int64(len(evs)) != want {
-		t.Errorf("hub %s: the JavaScript processor received %d events, the cut-over plans %d", hub, len(evs), want)
+		t.Errorf("hub %s: the %s processor received %d events, the cut-over plans %d", hub, sdk, len(evs), want)
 	}
 	return evs
 }

@@ -215,6 +215,14 @@ func (l *link) sendTransfer(tag, payload []byte) error {
 // transfer performative.
 const transferOverhead = 96
 
+// frameChunk is how many payload bytes a transfer frame carries.
+func (s *session) frameChunk() int { return int(s.c.peerMaxFrame) - transferOverhead }
+
+// framesFor is how many transfer frames a delivery of n bytes takes.
+func (s *session) framesFor(n int) uint32 {
+	return uint32(max(1, (n+s.frameChunk()-1)/s.frameChunk()))
+}
+
 func (l *link) sendTransferLocked(tag, payload []byte) error {
 	s := l.s
 	if l.detachSent || s.ended || l.sndCredit == 0 {
@@ -232,11 +240,17 @@ func (l *link) sendTransferLocked(tag, payload []byte) error {
 		Settled:          true,
 	}
 	s.nextDeliveryID++
-	chunk := int(s.c.peerMaxFrame) - transferOverhead
+	chunk := s.frameChunk()
 	for first := true; first || len(payload) > 0; first = false {
 		for s.remoteIncomingWindow == 0 {
 			if l.detachSent || s.ended {
 				return errLinkGone
+			}
+			// The client opens its window again once it has the
+			// transfers it counted: put them on the wire before
+			// waiting, or both ends wait (until a heartbeat flushes).
+			if err := s.c.flush(); err != nil {
+				return err
 			}
 			s.cond.Wait()
 		}
@@ -375,8 +389,12 @@ func (l *link) sendReply(msg []byte) {
 	s.mu.Unlock()
 }
 
+// sendPendingLocked sends the queued replies that credit and the client's
+// session window allow. It runs on the connection's reader goroutine, which
+// must never wait for window (only it reads the flow that would open it): a
+// reply waits in pending, and the session's next flow sends it.
 func (l *link) sendPendingLocked() {
-	for len(l.pending) > 0 && l.sndCredit > 0 && !l.detachSent {
+	for len(l.pending) > 0 && l.sndCredit > 0 && !l.detachSent && l.s.remoteIncomingWindow >= l.s.framesFor(len(l.pending[0])) {
 		tag := binary.BigEndian.AppendUint32(nil, l.sndDeliveryCount)
 		if l.sendTransferLocked(tag, l.pending[0]) != nil {
 			return

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 	"github.com/ehmirror/ehmirror/partitionkey"
 )
 
@@ -77,15 +78,20 @@ func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TestPythonSDK runs Microsoft's Python SDK (azure-eventhub 5.11 on its own
-// AMQP stack, pyamqp) against the emulator over AMQP over WebSockets with
-// SAS checks on. Its stack differs from go-amqp and rhea where the service
-// is lenient: it reads performative fields by position (so every field is
-// sent), sends $cbs and $management requests without reply-to, merges the
-// attach reply's properties into its own, detaches links after ending their
-// session, and asks for the WebSocket subprotocol AMQPWSB10.
-func TestPythonSDK(t *testing.T) {
-	t.Parallel()
+// pythonServer is an emulator with AMQP over WebSockets on TLS, as
+// Microsoft's Python SDK reaches the service, and how a script reaches it.
+type pythonServer struct {
+	srv  *Server
+	py   string // the interpreter
+	conn string // the connection string
+	ca   string // the CA file
+	wss  string // the custom endpoint address (https://localhost:PORT)
+}
+
+// startPythonServer starts the emulator with prodHubs and SAS checks on
+// for the Python SDK's scripts in testdata/pyclient.
+func startPythonServer(t *testing.T, logger *slog.Logger) pythonServer {
+	t.Helper()
 	py := pythonWithSDK(t)
 	cert, certPEM, _, err := SelfSignedCertificate("localhost", "127.0.0.1")
 	if err != nil {
@@ -95,21 +101,41 @@ func TestPythonSDK(t *testing.T) {
 	if err := os.WriteFile(ca, certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var protocolErrors atomic.Int64
-	srv := startServer(t, Config{Hubs: prodHubs(), WebSocketListen: "127.0.0.1:0", TLSCertificate: &cert,
-		Logger: slog.New(countingHandler{msg: "closing connection on protocol error", n: &protocolErrors})})
+	srv := startServer(t, Config{Hubs: prodHubs(), WebSocketListen: "127.0.0.1:0", TLSCertificate: &cert, Logger: logger})
 	_, port, _ := net.SplitHostPort(srv.WebSocketAddr())
-	keyed := partitionkey.Partition("py-key", 4)
-	ctx := testContext(t, 3*time.Minute)
 	cs := "Endpoint=sb://localhost/;SharedAccessKeyName=" + DefaultKeyName + ";SharedAccessKey=" + DefaultKey
-	cmd := exec.CommandContext(ctx, py, "client.py", cs, "prod.test1", ca, "https://localhost:"+port, strconv.Itoa(keyed))
+	return pythonServer{srv: srv, py: py, conn: cs, ca: ca, wss: "https://localhost:" + port}
+}
+
+// run runs a script of testdata/pyclient and returns its standard output.
+func (ps pythonServer) run(ctx context.Context, t *testing.T, script string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, ps.py, append([]string{script}, args...)...)
 	cmd.Dir = "testdata/pyclient"
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("python3 client.py: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+		t.Fatalf("python3 %s: %v\nstdout: %s\nstderr: %s", script, err, out, stderr.String())
 	}
+	return out
+}
+
+// TestPythonSDK runs Microsoft's Python SDK (azure-eventhub 5.11 on its own
+// AMQP stack, pyamqp) against the emulator over AMQP over WebSockets with
+// SAS checks on. Its stack differs from go-amqp and rhea where the service
+// is lenient: it reads performative fields by position (so every field is
+// sent), sends $cbs and $management requests without reply-to, merges the
+// attach reply's properties into its own, detaches links after ending their
+// session, and asks for the WebSocket subprotocol AMQPWSB10.
+func TestPythonSDK(t *testing.T) {
+	t.Parallel()
+	var protocolErrors atomic.Int64
+	ps := startPythonServer(t, slog.New(countingHandler{msg: "closing connection on protocol error", n: &protocolErrors}))
+	srv := ps.srv
+	keyed := partitionkey.Partition("py-key", 4)
+	ctx := testContext(t, 3*time.Minute)
+	out := ps.run(ctx, t, "client.py", ps.conn, "prod.test1", ps.ca, ps.wss, strconv.Itoa(keyed))
 	var res pyClientResult
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("client output %q: %v", out, err)
@@ -153,5 +179,44 @@ func TestPythonSDK(t *testing.T) {
 	}
 	if n := protocolErrors.Load(); n != 0 {
 		t.Fatalf("the emulator closed %d of the SDK's connections on a protocol error", n)
+	}
+}
+
+// TestPythonSDKReceivesPartitionsConcurrently receives every partition of
+// a hub at once with the Python SDK's synchronous client over WebSockets,
+// one partition loaded and three empty, as a processor starting from
+// cut-over checkpoints does. The emulator puts every event on the wire at
+// once; receive_batch gets them all. (receive, one event per turn, gets
+// about one per 3 s here because each turn on an empty partition waits
+// for its socket's 1 s read timeout: the SDK's own pace, on the service
+// too, Azure/azure-sdk-for-python#27314; see testdata/pyclient/partitions.py.)
+func TestPythonSDKReceivesPartitionsConcurrently(t *testing.T) {
+	t.Parallel()
+	ps := startPythonServer(t, nil)
+	ctx := testContext(t, 3*time.Minute)
+	const hub, want = "prod.test2", 100
+	var events []*azeventhubs.EventData
+	for i := range want {
+		events = append(events, &azeventhubs.EventData{
+			Body:       []byte(strings.Repeat("x", 200) + strconv.Itoa(i)),
+			Properties: map[string]any{"kafka.topic": "orders", "kafka.partition": int64(0), "kafka.offset": int64(i)},
+		})
+	}
+	sendBatch(ctx, t, newProducer(t, ps.srv.ConnectionString(), hub), &azeventhubs.EventDataBatchOptions{PartitionID: ptr("0")}, events...)
+	out := ps.run(ctx, t, "partitions.py", ps.conn, hub, ps.ca, ps.wss, strconv.Itoa(want), "batch")
+	var res struct {
+		Counts  map[string]int `json:"counts"`
+		Seconds float64        `json:"seconds"`
+		Errors  []string       `json:"errors"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("partitions.py output %q: %v", out, err)
+	}
+	t.Logf("received %v in %.1f s", res.Counts, res.Seconds)
+	if res.Counts["0"] != want || len(res.Errors) > 0 {
+		t.Fatalf("partition 0: %d of %d events within 60 s (all: %v, errors %v)", res.Counts["0"], want, res.Counts, res.Errors)
+	}
+	if d := ps.srv.Stats().EventsDelivered; d != want {
+		t.Fatalf("the emulator delivered %d events, want %d", d, want)
 	}
 }

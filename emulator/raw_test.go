@@ -351,3 +351,187 @@ func TestFramesAfterEndAreIgnored(t *testing.T) {
 		t.Fatalf("detach on a channel without a session: %+v, want a framing-error close", cl)
 	}
 }
+
+// TestRawSmallSessionWindowSharedByReceivers receives four partitions on
+// links of one session whose incoming-window is one transfer, as a client
+// with a small window does: it grants the next transfer by a session flow
+// only after it has the previous one. Every delivery must reach it
+// without waiting for anything else (the emulator's heartbeats are off):
+// a sender that waits for window must first put on the wire what the
+// client has to see before it opens the window again.
+func TestRawSmallSessionWindowSharedByReceivers(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: prodHubs(), heartbeat: time.Hour})
+	const hub, partitions, perPartition = "prod.test4", 4, 20
+	ctx := testContext(t, time.Minute)
+	p := newProducer(t, srv.ConnectionString(), hub)
+	for pid := range partitions {
+		var events []*azeventhubs.EventData
+		for i := range perPartition {
+			events = append(events, &azeventhubs.EventData{Body: []byte("event " + strconv.Itoa(i))})
+		}
+		sendBatch(ctx, t, p, &azeventhubs.EventDataBatchOptions{PartitionID: ptr(strconv.Itoa(pid))}, events...)
+	}
+
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 1, OutgoingWindow: 5000}, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	for h := range uint32(partitions) {
+		r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-receiver-" + strconv.Itoa(int(h)), Handle: h, Role: amqp.RoleReceiver,
+			Source: &amqp.Source{Address: hub + "/ConsumerGroups/$Default/Partitions/" + strconv.Itoa(int(h))}, Target: &amqp.Target{}}, nil)
+	}
+	var nextIn uint32 // transfers received: the session's next-incoming-id
+	for h := range uint32(partitions) {
+		credit, dc := uint32(perPartition), uint32(0)
+		r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &nextIn, IncomingWindow: 1, OutgoingWindow: 5000,
+			Handle: &h, DeliveryCount: &dc, LinkCredit: &credit}, nil)
+	}
+	got := map[uint32]int{}
+	for int(nextIn) < partitions*perPartition {
+		r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		body, err := r.readFrame()
+		if err != nil {
+			t.Fatalf("after %d transfers (per link %v): %v", nextIn, got, err)
+		}
+		if len(body) == 0 {
+			continue
+		}
+		v, _, err := amqp.DecodeBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f := v.(type) {
+		case *amqp.Attach, *amqp.Flow:
+		case *amqp.Transfer:
+			got[f.Handle]++
+			nextIn++
+			r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &nextIn, IncomingWindow: 1, OutgoingWindow: 5000}, nil)
+		default:
+			t.Fatalf("after %d transfers: %T %+v", nextIn, v, v)
+		}
+	}
+	for h := range uint32(partitions) {
+		if got[h] != perPartition {
+			t.Fatalf("transfers per link %v, want %d each", got, perPartition)
+		}
+	}
+}
+
+// TestRawReplyWaitsForSessionWindow sends a $management request on a
+// session whose client has not opened its incoming-window yet: the reply
+// must wait for the window without stopping the connection, and go out on
+// the session flow that opens it.
+func TestRawReplyWaitsForSessionWindow(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: prodHubs(), heartbeat: time.Hour})
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 0, OutgoingWindow: 5000}, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	zero, credit, reqHandle, replyHandle := uint32(0), uint32(10), uint32(0), uint32(1)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-request", Handle: reqHandle, Role: amqp.RoleSender, Source: &amqp.Source{},
+		Target: &amqp.Target{Address: "$management"}, InitialDeliveryCount: &zero}, nil)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-reply", Handle: replyHandle, Role: amqp.RoleReceiver,
+		Source: &amqp.Source{Address: "$management"}, Target: &amqp.Target{Address: "raw-reply-to"}}, nil)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: 0, OutgoingWindow: 5000,
+		Handle: &replyHandle, DeliveryCount: &zero, LinkCredit: &credit}, nil)
+	req, err := (&amqp.Message{
+		Properties: &amqp.Properties{MessageID: "req-1", ReplyTo: "raw-reply-to"},
+		ApplicationProperties: amqp.Map{{Key: "operation", Value: "READ"}, {Key: "type", Value: "com.microsoft:eventhub"},
+			{Key: "name", Value: "prod.test1"}},
+		Value: nil, HasValue: true,
+	}).Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: reqHandle, DeliveryID: 0, HasDeliveryID: true, DeliveryTag: []byte{1},
+		HasMessageFormat: true, Settled: true}, req)
+	window := uint32(10)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: window, OutgoingWindow: 5000}, nil)
+	r.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		body, err := r.readFrame()
+		if err != nil {
+			t.Fatalf("no reply after the session flow: %v", err)
+		}
+		if len(body) == 0 {
+			continue
+		}
+		v, payload, err := amqp.DecodeBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := v.(*amqp.Transfer); !ok {
+			continue
+		}
+		var resp amqp.Message
+		if err := resp.Unmarshal(payload); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Properties == nil || resp.Properties.CorrelationID != "req-1" || stringProps(resp.ApplicationProperties)["status-description"] != "OK" {
+			t.Fatalf("reply %+v %v", resp.Properties, resp.ApplicationProperties)
+		}
+		return
+	}
+}
+
+// TestRawShrunkSessionWindowStopsTheSender sends a session flow that
+// crossed transfers in flight and shrank the window (next-incoming-id 0,
+// incoming-window 1 after five transfers were sent): the client's window
+// is then below zero, so nothing more may come until a flow opens it.
+func TestRawShrunkSessionWindowStopsTheSender(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, Config{AcceptAnyToken: true, Hubs: prodHubs(), heartbeat: time.Hour})
+	ctx := testContext(t, time.Minute)
+	var events []*azeventhubs.EventData
+	for i := range 20 {
+		events = append(events, &azeventhubs.EventData{Body: []byte("event " + strconv.Itoa(i))})
+	}
+	sendBatch(ctx, t, newProducer(t, srv.ConnectionString(), "prod.test5"), &azeventhubs.EventDataBatchOptions{PartitionID: ptr("0")}, events...)
+	r := dialRaw(t, srv.Addr())
+	r.open()
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 5, OutgoingWindow: 5000}, nil)
+	if _, ok := r.read().(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	handle, zero, credit := uint32(0), uint32(0), uint32(20)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "raw-receiver", Handle: handle, Role: amqp.RoleReceiver,
+		Source: &amqp.Source{Address: "prod.test5/ConsumerGroups/$Default/Partitions/0"}, Target: &amqp.Target{}}, nil)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: 5, OutgoingWindow: 5000,
+		Handle: &handle, DeliveryCount: &zero, LinkCredit: &credit}, nil)
+	transfers := func(wait time.Duration) int {
+		n := 0
+		for {
+			r.nc.SetReadDeadline(time.Now().Add(wait))
+			body, err := r.readFrame()
+			if err != nil {
+				return n
+			}
+			if len(body) == 0 {
+				continue
+			}
+			if v, _, _ := amqp.DecodeBody(body); v != nil {
+				if _, ok := v.(*amqp.Transfer); ok {
+					n++
+				}
+			}
+		}
+	}
+	if n := transfers(time.Second); n != 5 {
+		t.Fatalf("%d transfers in a window of 5", n)
+	}
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &zero, IncomingWindow: 1, OutgoingWindow: 5000}, nil)
+	if n := transfers(500 * time.Millisecond); n != 0 {
+		t.Fatalf("%d transfers after a flow that left the window below zero", n)
+	}
+	five := uint32(5)
+	r.write(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: &five, IncomingWindow: 5, OutgoingWindow: 5000}, nil)
+	if n := transfers(time.Second); n != 5 {
+		t.Fatalf("%d transfers after the window opened by 5", n)
+	}
+}

@@ -152,7 +152,7 @@ func (s *session) handleFlow(f *amqp.Flow) error {
 	if f.NextIncomingID != nil {
 		nextIn = *f.NextIncomingID
 	}
-	s.remoteIncomingWindow = nextIn + f.IncomingWindow - s.nextOutgoingID
+	s.remoteIncomingWindow = remoteWindow(nextIn, f.IncomingWindow, s.nextOutgoingID)
 	s.cond.Broadcast()
 	echo := f.Echo
 	if l != nil && !l.kind.receives() && f.LinkCredit != nil {
@@ -167,10 +167,15 @@ func (s *session) handleFlow(f *amqp.Flow) error {
 			l.sndCredit = 0
 		}
 		l.drain = f.Drain
-		if l.kind == kindReply {
-			l.sendPendingLocked()
-		}
 		l.wake()
+	}
+	// Every reply link of the session resumes on any flow: replies wait
+	// for link credit and for session window, and a session flow opens the
+	// window of all the session's links. (Consumer links wait on s.cond.)
+	for _, rl := range s.links {
+		if rl.kind == kindReply && len(rl.pending) > 0 {
+			rl.sendPendingLocked()
+		}
 	}
 	var err error
 	if echo {
@@ -178,6 +183,17 @@ func (s *session) handleFlow(f *amqp.Flow) error {
 	}
 	s.mu.Unlock()
 	return err
+}
+
+// remoteWindow is how many more transfer frames the client takes after a
+// flow with its next-incoming-id and incoming-window (transport §2.5.6:
+// next-incoming-id + incoming-window - our next-outgoing-id). Transfers in
+// flight when the client sent the flow, and a window it shrank, can make
+// that negative: then it is 0, never a wrapped-around huge window. Ids are
+// compared as serial numbers (RFC 1982), windows taken whole.
+func remoteWindow(nextIncomingID, incomingWindow, nextOutgoingID uint32) uint32 {
+	inFlight := int64(int32(nextOutgoingID - nextIncomingID))
+	return uint32(min(max(int64(incomingWindow)-inFlight, 0), 1<<32-1))
 }
 
 func (s *session) handleTransfer(body []byte) error {
