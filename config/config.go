@@ -82,7 +82,7 @@ const MirrorMaxPauseAge = "MIRROR_MAX_PAUSE_AGE"
 const DefaultMaxPauseAge = 24 * time.Hour
 
 // MirrorHTTPDeadline caps the deadline of every HTTP route (status,
-// offsets, pause, resume, cutover, catch-up start); unset, each route has
+// metrics, offsets, pause, resume, cutover, catch-up start); unset, each route has
 // its own default. The host never cancels a request to the handler and
 // App Service cuts the caller at 230 s, so a deadline must be shorter:
 // MaxHTTPDeadline.

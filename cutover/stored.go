@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrBackward is returned (wrapped) when a planned checkpoint is older
@@ -135,12 +136,17 @@ func readStored(ctx context.Context, w CheckpointStore, req Request, plans []Par
 // backwardError is the refusal naming every partition the plan would
 // move backward.
 func backwardError(back []Backward) error {
+	return fmt.Errorf("cutover: %w in %d partition(s), a consumer read further than the Kafka group (%s); nothing written; to move them back anyway allow backward moves (HTTP \"allow_backward\": true, scripts/cutover -allow-backward)",
+		ErrBackward, len(back), joinBackward(back))
+}
+
+// joinBackward lists the partitions moving backward, "; " between them.
+func joinBackward(back []Backward) string {
 	parts := make([]string, len(back))
 	for i, b := range back {
 		parts[i] = b.String()
 	}
-	return fmt.Errorf("cutover: %w in %d partition(s), a consumer read further than the Kafka group (%s); nothing written; to move them back anyway allow backward moves (HTTP \"allow_backward\": true, scripts/cutover -allow-backward)",
-		ErrBackward, len(back), strings.Join(parts, "; "))
+	return strings.Join(parts, "; ")
 }
 
 // Summary is the one-line answer of a cut-over: what was (or would be)
@@ -157,7 +163,7 @@ func Summary(res *Result, confirm, allow string) string {
 			fmt.Fprintf(&b, " (%d more already held the plan)", len(res.InPlace))
 		}
 		fmt.Fprintf(&b, " for %s/%s by %s at %s; %d event(s) will be delivered again (the watermarks drop them)",
-			res.Namespace, res.ConsumerGroup, res.By, res.At.Format("2006-01-02T15:04:05Z07:00"), res.Redelivered)
+			res.Namespace, res.ConsumerGroup, res.By, res.At.Format(time.RFC3339), res.Redelivered)
 	} else {
 		fmt.Fprintf(&b, "dry run of the cut-over of %s to %s: nothing written; %d event(s) would be delivered again (the watermarks drop them)",
 			res.Group, hubs, res.Redelivered)
@@ -166,17 +172,14 @@ func Summary(res *Result, confirm, allow string) string {
 		fmt.Fprintf(&b, "; %d record(s) past the group's position were not mirrored yet when planned (the consumers get them once mirrored)", res.Unmirrored)
 	}
 	if n := len(res.Backward); n > 0 {
-		parts := make([]string, n)
-		for i, bw := range res.Backward {
-			parts[i] = bw.String()
-		}
+		parts := joinBackward(res.Backward)
 		switch {
 		case res.Written:
-			fmt.Fprintf(&b, "; %d partition(s) moved backward, as allowed (%s)", n, strings.Join(parts, "; "))
+			fmt.Fprintf(&b, "; %d partition(s) moved backward, as allowed (%s)", n, parts)
 		case res.AllowBackward:
-			fmt.Fprintf(&b, "; %d partition(s) would move backward, as allowed (%s)", n, strings.Join(parts, "; "))
+			fmt.Fprintf(&b, "; %d partition(s) would move backward, as allowed (%s)", n, parts)
 		default:
-			fmt.Fprintf(&b, "; %d partition(s) would move backward (%s): a confirmed cut-over is refused unless %s", n, strings.Join(parts, "; "), allow)
+			fmt.Fprintf(&b, "; %d partition(s) would move backward (%s): a confirmed cut-over is refused unless %s", n, parts, allow)
 		}
 	}
 	if res.StoreError != "" {

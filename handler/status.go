@@ -56,10 +56,9 @@ func (a *app) observe(ctx context.Context, now time.Time) observation {
 	return ob
 }
 
-// reading is the observation as the metrics export it.
+// reading is the observation as the metrics export it (metrics bounds
+// ctx by its lag timeout).
 func (a *app) reading(ctx context.Context) metrics.Reading {
-	ctx, cancel := context.WithTimeout(ctx, readinessTimeout)
-	defer cancel()
 	ob := a.observe(ctx, time.Now())
 	return metrics.Reading{Health: ob.health, Lag: ob.known, Current: ob.lagErr == nil}
 }

@@ -38,8 +38,8 @@ import (
 // returns at least one whole record batch whatever the ask (KIP-74), so a
 // fetch can bring more than it asked for, and a compressed batch
 // decompresses into more than its bytes on the wire: the excess is charged when it
-// arrives, overdrawing the budget, and no fetch is sent until the overdraft
-// is given back; and the partition's next fetches ask for less by as many
+// arrives, overdrawing the budget, and the overdraft is paid back first, by the
+// releases that follow; and the partition's next fetches ask for less by as many
 // times as its last one brought more than it asked for (compressed topics).
 // The budget therefore holds as long as the producers' batches are no
 // larger than the asks (the Java producer's batch.size is 16 KiB by
@@ -73,7 +73,7 @@ func fetchShare(fetchBytes int, inflight int64, partitions int) int {
 
 // byteBudget is a weighted semaphore of bytes that a charge may also
 // overdraw (force): the overdraft is given back first, by the next
-// releases, and holds off every other charge until then.
+// releases, before they free room for other charges.
 type byteBudget struct {
 	sem  *semaphore.Weighted
 	mu   sync.Mutex

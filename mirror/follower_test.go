@@ -26,12 +26,11 @@ import (
 // runs the schedule (following, handed over from tick to tick), other
 // only answers operator calls.
 type instances struct {
-	timerM, otherM     *mirror.Mirror
-	timer, other       *mirror.Service
-	stopTicks          func() []*mirror.Report
-	ticksMu            sync.Mutex
-	ticks              []*mirror.Report
-	ticking, tickEnded chan struct{}
+	timerM, otherM *mirror.Mirror
+	timer, other   *mirror.Service
+	stopTicks      func() []*mirror.Report
+	ticksMu        sync.Mutex
+	ticks          []*mirror.Report
 }
 
 // newInstances builds both instances with opts (each with its own Kafka

@@ -20,7 +20,9 @@ import (
 // The registry is one record (a list of instance keys) that instances
 // rewrite without a lock: two instances registering at once may drop one,
 // which registers again at its next publication. A state not re-written
-// for InstanceStaleAfter is left out, and its key pruned from the registry.
+// for InstanceStaleAfter is left out of what the others read; its key stays
+// in the registry until an instance that finds its own key missing rewrites
+// the registry.
 
 // Instance sharing bounds.
 const (

@@ -281,7 +281,7 @@ func (md *model) ackedThenReset(rt *rapid.T) {
 	md.logf("drain p%d: %s", ia, summary(rep, err))
 }
 
-// operatorReset plans a reset through either process's Service, then
+// resetOffsets plans a reset through either process's Service, then
 // applies it (contract reset-dry-run when nothing ran in between), and
 // records what the applied reset promised: records it skips may be
 // missing, records it sends again must be in Event Hubs once more

@@ -41,15 +41,14 @@ import (
 //
 // Small records weigh more in flight than they take in a fetch: once handed
 // over, a 100 B record is charged 692 B (InFlightWeight), so a fetch of 1 MiB
-// of them becomes about 7 MiB of events, nearly three times what a
-// partition's share of the prefetch budget holds at 20 partitions. Such a
+// of them becomes about 7 MiB of events, several times what a
+// partition's share of the fetch budget (fetchbudget.go) holds at 20 partitions. Such a
 // fetch's records wait in it for room in the bound, and the fetch's memory
 // lives until its last record is in a batch. So after a partition's first
-// fetch, every fetch asks for at most the partition's share of the prefetch
+// fetch, every fetch asks for at most the partition's share of the fetch
 // budget divided by the weight per byte of the records its last fetch
-// brought (fetchBytesFor), but never less than a quarter of FetchBytes:
-// about 355 KiB for 100 B records at 20 partitions, FetchBytes for 1 KiB records
-// and larger. The memory that saves lets each sender queue more events
+// brought (fetchBytesFor), but never less than a quarter of FetchBytes
+// (FetchBytes for 1 KiB records and larger). The memory that saves lets each sender queue more events
 // (senderQueue), so the senders fill larger batches (1,800–2,100 events of
 // 100 B instead of about 1,000) within the same peak RSS
 // (docs/performance.md, 2026-12-05 noon).

@@ -191,7 +191,7 @@ func TestFarKafkaPrefetchesMorePerRoundTrip(t *testing.T) {
 }
 
 // On a near Kafka the drain is as correct, and the fetches keep within a
-// partition's share of the prefetch budget. (How much more than FetchBytes
+// partition's share of the fetch budget. (How much more than FetchBytes
 // they ask depends on how long this machine's fetches take; see
 // TestPrefetchBytesFollowsTheRoundTrip.)
 func TestNearKafkaPrefetchesWithinTheShare(t *testing.T) {

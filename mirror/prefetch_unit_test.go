@@ -332,7 +332,7 @@ func TestFetchBytesFollowTheRecordsWeight(t *testing.T) {
 }
 
 // After a partition's first fetch, its fetches and prefetches ask for what
-// its share of the prefetch budget holds of the records it fetched last:
+// its share of the fetch budget holds of the records it fetched last:
 // less for small records, FetchBytes for large ones.
 func TestFetchesOfSmallRecordsAskForLess(t *testing.T) {
 	const mib, bound = 1 << 20, 64 << 20

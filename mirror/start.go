@@ -113,9 +113,6 @@ type startPoint struct {
 	// from is where reading starts (a partition failed at the start
 	// stays at its commit).
 	from int64
-	// committed is the commit that counts: NoOffset when the one stored
-	// belongs to an earlier topic of the same name.
-	committed int64
 	// recreated: the stored commit carries the id of an earlier topic of
 	// the same name (deleted and created again; a late commit of the old
 	// topic may have landed on the new one): the new one starts at its
@@ -137,11 +134,11 @@ func (m *Mirror) startPosition(committed int64, meta, topicID string, wm Waterma
 	cm, _ := parseCommitMeta(meta)
 	switch {
 	case committed != NoOffset && cm.TopicID != "" && topicID == "":
-		return startPoint{from: committed, committed: committed, unchecked: true}
+		return startPoint{from: committed, unchecked: true}
 	case committed != NoOffset && cm.TopicID != "" && cm.TopicID != topicID:
-		return startPoint{from: wm.Start, committed: NoOffset, recreated: true}
+		return startPoint{from: wm.Start, recreated: true}
 	}
-	return startPoint{from: m.startFrom(committed, wm, first), committed: committed}
+	return startPoint{from: m.startFrom(committed, wm, first)}
 }
 
 // startFrom is where a drain starts reading a partition whose committed
